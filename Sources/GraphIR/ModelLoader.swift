@@ -1,0 +1,91 @@
+import CoreMLProto
+import Foundation
+
+/// Loads Core ML ML Program models into the IR.
+///
+/// Accepts an `.mlpackage` folder (its `Manifest.json` names the root model; blobs resolve
+/// `@model_path` to the folder holding `model.mlmodel`) or a single `.mlmodel` protobuf file
+/// (blobs then resolve next to the file). Weight files are memory-mapped, never read whole;
+/// each blob's 64-byte record is checked (sentinel, dtype, bounds) at load time.
+public enum ModelLoader {
+    /// Largest `model.mlmodel` accepted (the protobuf is read into memory; weights are not).
+    public static let maxSpecBytes = 2 << 30
+
+    /// Loads the model at `path`, then runs the verifier on every function.
+    /// - Throws: `ModelError` — `.fileNotFound`, `.unsupportedFormat`, `.badManifest`,
+    ///   `.malformedProtobuf`, `.notMLProgram`, `.missingWeightFile`, `.badWeightFile`,
+    ///   `.badBlob`, `.unknownDType`, `.invalidProgram` — each naming the file.
+    public static func load(path: String) throws -> Model {
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
+            throw ModelError.fileNotFound(path: path)
+        }
+        let specPath: String
+        if isDir.boolValue {
+            if FileManager.default.fileExists(atPath: path + "/Manifest.json") {
+                specPath = try rootSpecPath(package: path)
+            } else if FileManager.default.fileExists(atPath: path + "/model.mil") {
+                throw ModelError.unsupportedFormat(path: path, reason: "compiled .mlmodelc folders are not supported yet; load the .mlpackage it was compiled from")
+            } else {
+                throw ModelError.unsupportedFormat(path: path, reason: "a folder without Manifest.json is not an .mlpackage")
+            }
+        } else {
+            specPath = path
+        }
+        let model = try loadSpec(specPath: specPath)
+        model.sourcePath = path
+        try Verifier.verify(model, path: specPath)
+        return model
+    }
+
+    /// The `model.mlmodel` path named by a package's `Manifest.json`.
+    static func rootSpecPath(package: String) throws -> String {
+        let manifestPath = package + "/Manifest.json"
+        guard let data = FileManager.default.contents(atPath: manifestPath) else {
+            throw ModelError.badManifest(path: manifestPath, reason: "cannot read it")
+        }
+        guard let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            throw ModelError.badManifest(path: manifestPath, reason: "not a JSON object")
+        }
+        guard let root = json["rootModelIdentifier"] as? String else {
+            throw ModelError.badManifest(path: manifestPath, reason: "no rootModelIdentifier")
+        }
+        guard let entries = json["itemInfoEntries"] as? [String: Any],
+              let entry = entries[root] as? [String: Any] ?? entries[root.uppercased()] as? [String: Any] ?? entries[root.lowercased()] as? [String: Any],
+              let rel = entry["path"] as? String else {
+            throw ModelError.badManifest(path: manifestPath, reason: "itemInfoEntries has no path for root model '\(root)'")
+        }
+        guard !rel.split(separator: "/").contains("..") else {
+            throw ModelError.badManifest(path: manifestPath, reason: "root model path '\(rel)' leaves the package")
+        }
+        let spec = package + "/Data/" + rel
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: spec, isDirectory: &isDir), !isDir.boolValue else {
+            throw ModelError.badManifest(path: manifestPath, reason: "root model file Data/\(rel) does not exist")
+        }
+        return spec
+    }
+
+    /// Decodes one `model.mlmodel` protobuf file.
+    static func loadSpec(specPath: String) throws -> Model {
+        guard let handle = FileHandle(forReadingAtPath: specPath) else { throw ModelError.fileNotFound(path: specPath) }
+        defer { try? handle.close() }
+        let size = (try? handle.seekToEnd()).map(Int.init) ?? 0
+        guard size <= maxSpecBytes else {
+            throw ModelError.unsupportedFormat(path: specPath, reason: "specification is \(size) bytes, more than the \(maxSpecBytes)-byte limit")
+        }
+        try? handle.seek(toOffset: 0)
+        let data = (try? handle.readToEnd()) ?? Data()
+        guard !data.isEmpty else { throw ModelError.malformedProtobuf(path: specPath) }
+        let modelDir = (specPath as NSString).deletingLastPathComponent
+        return try data.withUnsafeBytes { raw -> Model in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                  let msg = core_ml__specification__model__unpack(nil, raw.count, base) else {
+                throw ModelError.malformedProtobuf(path: specPath)
+            }
+            defer { core_ml__specification__model__free_unpacked(msg, nil) }
+            var decoder = ProtoDecoder(specPath: specPath, modelDir: modelDir.isEmpty ? "." : modelDir)
+            return try decoder.model(msg)
+        }
+    }
+}
