@@ -5,6 +5,8 @@ let package = Package(
     name: "forge-ir",
     products: [
         .library(name: "GraphIR", targets: ["GraphIR"]),
+        .library(name: "Interpreter", targets: ["Interpreter"]),
+        .library(name: "StateOps", targets: ["StateOps"]),
         .executable(name: "forge-ir", targets: ["forge-ir"]),
     ],
     targets: [
@@ -14,17 +16,38 @@ let package = Package(
             pkgConfig: "libprotobuf-c",
             providers: [.apt(["libprotobuf-c-dev"])]
         ),
+        // zlib from Debian (zlib1g-dev), for compressed .npz members.
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         // protoc-c output of proto/*.proto; regenerate with scripts/regen-proto.sh.
         .target(
             name: "CoreMLProto",
             dependencies: ["CProtobufC"]
         ),
         .target(name: "GraphIR", dependencies: ["CoreMLProto"]),
-        .executableTarget(name: "forge-ir", dependencies: ["GraphIR"]),
+        .target(
+            name: "Interpreter",
+            dependencies: ["GraphIR", "CZlib"]
+        ),
+        .target(name: "StateOps", dependencies: ["GraphIR", "Interpreter"]),
+        .executableTarget(name: "forge-ir", dependencies: ["GraphIR", "Interpreter", "StateOps"]),
         .testTarget(
             name: "GraphIRTests",
             dependencies: ["GraphIR"],
             resources: []
+        ),
+        .testTarget(
+            name: "InterpreterTests",
+            dependencies: ["GraphIR", "Interpreter", "StateOps"]
+        ),
+        // Snapshot tests of the built `forge-ir` binary (exit codes, stdout, stderr); the
+        // dependency makes `swift test` build the executable first.
+        .testTarget(
+            name: "ForgeCLITests",
+            dependencies: ["forge-ir", "GraphIR"]
         ),
     ],
     swiftLanguageModes: [.v5]

@@ -4,7 +4,7 @@ public final class Value: CustomStringConvertible {
     public var name: String
     public var type: MILType
     /// The operation that defines it (nil for function and block inputs).
-    public internal(set) weak var producer: Operation?
+    public internal(set) weak var producer: Op?
 
     public init(name: String, type: MILType) {
         self.name = name
@@ -52,7 +52,7 @@ public struct Attribute {
 }
 
 /// One MIL operation: `outputs = type(inputs)[attributes] { blocks }`.
-public final class Operation {
+public final class Op {
     /// The MIL op type, e.g. `linear`, `slice_update`, `const`.
     public var type: String
     /// Named inputs in file order.
@@ -110,12 +110,12 @@ public final class Operation {
 /// A list of operations with inputs and outputs (a function body or a nested block).
 public final class Block {
     public var inputs: [Value]
-    public private(set) var operations: [Operation]
+    public private(set) var operations: [Op]
     /// Values returned by the block (may be defined in an enclosing scope).
     public var outputs: [Value]
     public var attributes: [Attribute]
 
-    public init(inputs: [Value] = [], operations: [Operation] = [], outputs: [Value] = [], attributes: [Attribute] = []) {
+    public init(inputs: [Value] = [], operations: [Op] = [], outputs: [Value] = [], attributes: [Attribute] = []) {
         self.inputs = inputs
         self.operations = []
         self.outputs = outputs
@@ -123,18 +123,18 @@ public final class Block {
         setOperations(operations)
     }
 
-    public func setOperations(_ ops: [Operation]) {
+    public func setOperations(_ ops: [Op]) {
         operations = ops
         for op in ops { op.parent = self }
     }
 
-    public func append(_ op: Operation) {
+    public func append(_ op: Op) {
         op.parent = self
         operations.append(op)
     }
 
     /// Every operation, nested blocks included, in program order (pre-order).
-    public func walk(_ body: (Operation) throws -> Void) rethrows {
+    public func walk(_ body: (Op) throws -> Void) rethrows {
         for op in operations {
             try body(op)
             for b in op.blocks { try b.walk(body) }

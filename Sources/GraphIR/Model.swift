@@ -6,7 +6,7 @@ public final class Model {
     public var program: Program
     /// Where it was loaded from (nil when built in memory).
     public var sourcePath: String?
-    /// Mapped weight files by their `@model_path/…` name.
+    /// Mapped weight files, keyed by their resolved file-system path.
     public var weightFiles: [String: WeightFile]
 
     public init(specificationVersion: Int32, description: ModelDescription, isUpdatable: Bool = false, program: Program, sourcePath: String? = nil, weightFiles: [String: WeightFile] = [:]) {

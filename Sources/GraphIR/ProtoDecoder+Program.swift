@@ -107,7 +107,7 @@ extension ProtoDecoder {
             for o in ProtoDecoder.array(op.pointee.outputs, op.pointee.n_outputs) { later.insert(ProtoDecoder.str(o.pointee.name)) }
         }
         scope.pendingDefinitions[scope.pendingDefinitions.count - 1] = later
-        var ops: [Operation] = []
+        var ops: [Op] = []
         ops.reserveCapacity(pops.count)
         for (index, pop) in pops.enumerated() {
             ops.append(try operation(pop, index: index, scope: scope, context: context, depth: depth))
@@ -124,7 +124,7 @@ extension ProtoDecoder {
         return Block(inputs: inputs, operations: ops, outputs: outputs, attributes: attrs)
     }
 
-    mutating func operation(_ p: UnsafeMutablePointer<CoreML__Specification__MILSpec__Operation>, index: Int, scope: Scope, context: String, depth: Int) throws -> Operation {
+    mutating func operation(_ p: UnsafeMutablePointer<CoreML__Specification__MILSpec__Operation>, index: Int, scope: Scope, context: String, depth: Int) throws -> Op {
         let o = p.pointee
         let type = ProtoDecoder.str(o.type)
         let pattrs = ProtoDecoder.array(o.attributes, o.n_attributes)
@@ -188,7 +188,7 @@ extension ProtoDecoder {
                 throw invalid(opContext, "val has type \(val.type), output is \(outputs[0].type)")
             }
         }
-        return Operation(type: type, inputs: inputs, outputs: outputs, blocks: blocks, attributes: attrs)
+        return Op(type: type, inputs: inputs, outputs: outputs, blocks: blocks, attributes: attrs)
     }
 
     static let strictConstTypes = false

@@ -69,7 +69,7 @@ public enum Verifier {
         names = localNames
     }
 
-    static func checkSchema(_ op: Operation, fail: (String) -> ModelError) throws {
+    static func checkSchema(_ op: Op, fail: (String) -> ModelError) throws {
         if op.type == "const" {
             guard let val = op.attribute("val") else { throw fail("const without a 'val' attribute") }
             guard op.outputs.count == 1 else { throw fail("const has \(op.outputs.count) outputs, expected 1") }

@@ -1,0 +1,675 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CoreMLProto
+
+// IR → protobuf-c structs → bytes.
+//
+// Every message, array and string is allocated with malloc by a `ProtoArena` that frees all
+// of it when the arena goes away, so the C tree never points into Swift-owned memory and
+// nothing outlives one `serialize` call.
+
+fileprivate typealias PModel = CoreML__Specification__Model
+fileprivate typealias PModelDescription = CoreML__Specification__ModelDescription
+fileprivate typealias PFunctionDescription = CoreML__Specification__FunctionDescription
+fileprivate typealias PFeatureDescription = CoreML__Specification__FeatureDescription
+fileprivate typealias PFeatureType = CoreML__Specification__FeatureType
+fileprivate typealias PArrayFeatureType = CoreML__Specification__ArrayFeatureType
+fileprivate typealias PSizeRange = CoreML__Specification__SizeRange
+fileprivate typealias PMetadata = CoreML__Specification__Metadata
+fileprivate typealias PUserDefinedEntry = CoreML__Specification__Metadata__UserDefinedEntry
+
+fileprivate typealias PProgram = CoreML__Specification__MILSpec__Program
+fileprivate typealias PFunction = CoreML__Specification__MILSpec__Function
+fileprivate typealias PBlock = CoreML__Specification__MILSpec__Block
+fileprivate typealias POperation = CoreML__Specification__MILSpec__Operation
+fileprivate typealias PArgument = CoreML__Specification__MILSpec__Argument
+fileprivate typealias PBinding = CoreML__Specification__MILSpec__Argument__Binding
+fileprivate typealias PNamedValueType = CoreML__Specification__MILSpec__NamedValueType
+fileprivate typealias PValueType = CoreML__Specification__MILSpec__ValueType
+fileprivate typealias PTensorType = CoreML__Specification__MILSpec__TensorType
+fileprivate typealias PDimension = CoreML__Specification__MILSpec__Dimension
+fileprivate typealias PValue = CoreML__Specification__MILSpec__Value
+fileprivate typealias PTensorValue = CoreML__Specification__MILSpec__TensorValue
+
+/// An error while converting the IR to protobuf (reported as `ModelError.writeFailed`).
+struct WriterFailure: Error, CustomStringConvertible {
+    var reason: String
+    init(_ reason: String) { self.reason = reason }
+    var description: String { reason }
+}
+
+/// Owns every malloc'd block of one protobuf-c message tree; frees them all on deinit.
+final class ProtoArena {
+    private var blocks: [UnsafeMutableRawPointer] = []
+    private var emptyString: UnsafeMutablePointer<CChar>?
+
+    init() {}
+
+    deinit {
+        for p in blocks { free(p) }
+    }
+
+    private func allocate(_ bytes: Int) -> UnsafeMutableRawPointer {
+        guard let p = calloc(1, max(bytes, 1)) else { fatalError("forge-ir: out of memory (\(bytes) bytes)") }
+        blocks.append(p)
+        return p
+    }
+
+    /// A zeroed message initialized with its protobuf-c `*__init` function.
+    func message<T>(_ initialize: (UnsafeMutablePointer<T>?) -> Void) -> UnsafeMutablePointer<T> {
+        let p = allocate(MemoryLayout<T>.stride).bindMemory(to: T.self, capacity: 1)
+        initialize(p)
+        return p
+    }
+
+    /// A malloc'd copy of `items` (nil when empty: protobuf-c ignores the pointer when n == 0).
+    func array<T>(_ items: [T]) -> UnsafeMutablePointer<T>? {
+        guard !items.isEmpty else { return nil }
+        let p = allocate(MemoryLayout<T>.stride * items.count).bindMemory(to: T.self, capacity: items.count)
+        p.initialize(from: items, count: items.count)
+        return p
+    }
+
+    /// A malloc'd copy of raw bytes.
+    func bytes(_ b: [UInt8]) -> UnsafeMutablePointer<UInt8>? { array(b) }
+
+    /// A NUL-terminated UTF-8 copy of `s`.
+    /// - Throws: `WriterFailure` if `s` contains a NUL character (protobuf-c strings cannot hold one).
+    func string(_ s: String, _ what: @autoclosure () -> String) throws -> UnsafeMutablePointer<CChar> {
+        if s.isEmpty {
+            if let e = emptyString { return e }
+            let e = allocate(1).bindMemory(to: CChar.self, capacity: 1)
+            emptyString = e
+            return e
+        }
+        let utf8 = s.utf8
+        let n = utf8.count
+        let p = allocate(n + 1).bindMemory(to: UInt8.self, capacity: n + 1)
+        var i = 0
+        for b in utf8 {
+            if b == 0 { throw WriterFailure("\(what()) contains a NUL character, which a protobuf-c string cannot hold") }
+            p[i] = b
+            i += 1
+        }
+        p[n] = 0
+        return UnsafeMutableRawPointer(p).bindMemory(to: CChar.self, capacity: n + 1)
+    }
+}
+
+/// Converts a C enum raw number (as stored in the IR) to the imported C enum type.
+@inline(__always)
+fileprivate func cEnum<E: RawRepresentable>(_ v: Int32) -> E where E.RawValue: FixedWidthInteger {
+    E(rawValue: E.RawValue(truncatingIfNeeded: v))!
+}
+
+/// Where a blob payload comes from: the source weight file and its metadata record offset.
+/// Two `BlobRef`s with the same key share one record in a written `weight.bin`.
+public struct BlobKey: Hashable, Sendable, CustomStringConvertible {
+    /// The source file's path (the mapped `WeightFile.path`), or the reference's `fileName`
+    /// when it is not resolved to a file.
+    public var source: String
+    public var offset: UInt64
+
+    public init(source: String, offset: UInt64) {
+        self.source = source
+        self.offset = offset
+    }
+
+    /// The key of `ref` in `model`: its mapped file, else the model's weight file of that name.
+    public init(_ ref: BlobRef, in model: Model) {
+        let path = ref.file?.path ?? model.weightFiles[ref.fileName]?.path ?? ref.fileName
+        self.init(source: path, offset: ref.offset)
+    }
+
+    public var description: String { "\(source)@\(offset)" }
+}
+
+/// Builds the protobuf-c tree of a `Model` in an arena and packs it.
+struct SpecEncoder {
+    let arena = ProtoArena()
+    let model: Model
+    /// Blob references whose key is here are rewritten to (`blobFileName`, offset).
+    let blobOffsets: [BlobKey: UInt64]
+    let blobFileName: String
+
+    init(model: Model, blobOffsets: [BlobKey: UInt64], blobFileName: String) {
+        self.model = model
+        self.blobOffsets = blobOffsets
+        self.blobFileName = blobFileName
+    }
+
+    /// Serialized `Model` message bytes.
+    func serialize() throws -> [UInt8] {
+        let m = try encodeModel()
+        let size = core_ml__specification__model__get_packed_size(m)
+        return [UInt8](unsafeUninitializedCapacity: max(size, 1)) { buf, n in
+            n = size == 0 ? 0 : core_ml__specification__model__pack(m, buf.baseAddress)
+        }
+    }
+
+    // MARK: Model and description
+
+    private func encodeModel() throws -> UnsafeMutablePointer<PModel> {
+        let m: UnsafeMutablePointer<PModel> = arena.message(core_ml__specification__model__init)
+        m.pointee.specificationversion = model.specificationVersion
+        m.pointee.isupdatable = model.isUpdatable ? 1 : 0
+        m.pointee.description = try encodeDescription(model.description)
+        m.pointee.type_case = CORE_ML__SPECIFICATION__MODEL__TYPE_ML_PROGRAM
+        m.pointee.mlprogram = try encodeProgram(model.program)
+        return m
+    }
+
+    private func features(_ fs: [FeatureDescription], _ ctx: String) throws -> (Int, UnsafeMutablePointer<UnsafeMutablePointer<PFeatureDescription>?>?) {
+        let items = try fs.map { Optional(try encodeFeature($0, ctx)) }
+        return (items.count, arena.array(items))
+    }
+
+    private func encodeDescription(_ d: ModelDescription) throws -> UnsafeMutablePointer<PModelDescription> {
+        let p: UnsafeMutablePointer<PModelDescription> = arena.message(core_ml__specification__model_description__init)
+        (p.pointee.n_input, p.pointee.input) = try features(d.inputs, "description input")
+        (p.pointee.n_output, p.pointee.output) = try features(d.outputs, "description output")
+        (p.pointee.n_state, p.pointee.state) = try features(d.states, "description state")
+        (p.pointee.n_traininginput, p.pointee.traininginput) = try features(d.trainingInputs, "description training input")
+        p.pointee.predictedfeaturename = try arena.string(d.predictedFeatureName, "predictedFeatureName")
+        p.pointee.predictedprobabilitiesname = try arena.string(d.predictedProbabilitiesName, "predictedProbabilitiesName")
+        p.pointee.defaultfunctionname = try arena.string(d.defaultFunctionName, "defaultFunctionName")
+        let fns = try d.functions.map { f -> UnsafeMutablePointer<PFunctionDescription>? in
+            let fp: UnsafeMutablePointer<PFunctionDescription> = arena.message(core_ml__specification__function_description__init)
+            fp.pointee.name = try arena.string(f.name, "function description name")
+            (fp.pointee.n_input, fp.pointee.input) = try features(f.inputs, "function \(f.name) input")
+            (fp.pointee.n_output, fp.pointee.output) = try features(f.outputs, "function \(f.name) output")
+            (fp.pointee.n_state, fp.pointee.state) = try features(f.states, "function \(f.name) state")
+            fp.pointee.predictedfeaturename = try arena.string(f.predictedFeatureName, "predictedFeatureName")
+            fp.pointee.predictedprobabilitiesname = try arena.string(f.predictedProbabilitiesName, "predictedProbabilitiesName")
+            return fp
+        }
+        p.pointee.n_functions = fns.count
+        p.pointee.functions = arena.array(fns)
+        // An all-empty Metadata is left out (coremltools' multi-function packages have none).
+        let md = d.metadata
+        let emptyMetadata = md.shortDescription.isEmpty && md.versionString.isEmpty && md.author.isEmpty
+            && md.license.isEmpty && md.userDefined.isEmpty
+        p.pointee.metadata = emptyMetadata ? nil : try encodeMetadata(md)
+        return p
+    }
+
+    private func encodeMetadata(_ md: ModelMetadata) throws -> UnsafeMutablePointer<PMetadata> {
+        let p: UnsafeMutablePointer<PMetadata> = arena.message(core_ml__specification__metadata__init)
+        p.pointee.shortdescription = try arena.string(md.shortDescription, "metadata shortDescription")
+        p.pointee.versionstring = try arena.string(md.versionString, "metadata versionString")
+        p.pointee.author = try arena.string(md.author, "metadata author")
+        p.pointee.license = try arena.string(md.license, "metadata license")
+        let entries = try md.userDefined.map { kv -> UnsafeMutablePointer<PUserDefinedEntry>? in
+            let e: UnsafeMutablePointer<PUserDefinedEntry> = arena.message(core_ml__specification__metadata__user_defined_entry__init)
+            e.pointee.key = try arena.string(kv.key, "metadata userDefined key")
+            e.pointee.value = try arena.string(kv.value, "metadata userDefined['\(kv.key)']")
+            return e
+        }
+        p.pointee.n_userdefined = entries.count
+        p.pointee.userdefined = arena.array(entries)
+        return p
+    }
+
+    private func encodeFeature(_ f: FeatureDescription, _ ctx: String) throws -> UnsafeMutablePointer<PFeatureDescription> {
+        let p: UnsafeMutablePointer<PFeatureDescription> = arena.message(core_ml__specification__feature_description__init)
+        p.pointee.name = try arena.string(f.name, "\(ctx) name")
+        p.pointee.shortdescription = try arena.string(f.shortDescription, "\(ctx) '\(f.name)' shortDescription")
+        if case .unset = f.kind, !f.isOptional {
+            p.pointee.type = nil
+        } else {
+            p.pointee.type = try encodeFeatureType(f.kind, isOptional: f.isOptional)
+        }
+        return p
+    }
+
+    private func sizeRange(_ r: SizeRange) -> UnsafeMutablePointer<PSizeRange> {
+        let p: UnsafeMutablePointer<PSizeRange> = arena.message(core_ml__specification__size_range__init)
+        p.pointee.lowerbound = UInt64(truncatingIfNeeded: r.lower)
+        p.pointee.upperbound = r.upper.map { Int64($0) } ?? -1
+        return p
+    }
+
+    private func encodeArrayFeature(_ a: ArrayFeature) -> UnsafeMutablePointer<PArrayFeatureType> {
+        let p: UnsafeMutablePointer<PArrayFeatureType> = arena.message(core_ml__specification__array_feature_type__init)
+        p.pointee.n_shape = a.shape.count
+        p.pointee.shape = arena.array(a.shape.map { Int64($0) })
+        p.pointee.datatype = cEnum(a.rawDataType)
+        switch a.flexibility {
+        case .none:
+            break
+        case let .range(ranges):
+            let sr: UnsafeMutablePointer<CoreML__Specification__ArrayFeatureType__ShapeRange> =
+                arena.message(core_ml__specification__array_feature_type__shape_range__init)
+            let items = ranges.map { Optional(sizeRange($0)) }
+            sr.pointee.n_sizeranges = items.count
+            sr.pointee.sizeranges = arena.array(items)
+            p.pointee.shape_flexibility_case = CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__SHAPE_FLEXIBILITY_SHAPE_RANGE
+            p.pointee.shaperange = sr
+        case let .enumerated(shapes):
+            let es: UnsafeMutablePointer<CoreML__Specification__ArrayFeatureType__EnumeratedShapes> =
+                arena.message(core_ml__specification__array_feature_type__enumerated_shapes__init)
+            let items = shapes.map { s -> UnsafeMutablePointer<CoreML__Specification__ArrayFeatureType__Shape>? in
+                let sp: UnsafeMutablePointer<CoreML__Specification__ArrayFeatureType__Shape> =
+                    arena.message(core_ml__specification__array_feature_type__shape__init)
+                sp.pointee.n_shape = s.count
+                sp.pointee.shape = arena.array(s.map { Int64($0) })
+                return sp
+            }
+            es.pointee.n_shapes = items.count
+            es.pointee.shapes = arena.array(items)
+            p.pointee.shape_flexibility_case = CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__SHAPE_FLEXIBILITY_ENUMERATED_SHAPES
+            p.pointee.enumeratedshapes = es
+        }
+        switch a.defaultValue {
+        case nil:
+            break
+        case let .int(v)?:
+            p.pointee.default_optional_value_case = CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__DEFAULT_OPTIONAL_VALUE_INT_DEFAULT_VALUE
+            p.pointee.intdefaultvalue = v
+        case let .float(v)?:
+            p.pointee.default_optional_value_case = CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__DEFAULT_OPTIONAL_VALUE_FLOAT_DEFAULT_VALUE
+            p.pointee.floatdefaultvalue = v
+        case let .double(v)?:
+            p.pointee.default_optional_value_case = CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__DEFAULT_OPTIONAL_VALUE_DOUBLE_DEFAULT_VALUE
+            p.pointee.doubledefaultvalue = v
+        }
+        return p
+    }
+
+    private func encodeFeatureType(_ kind: FeatureKind, isOptional: Bool) throws -> UnsafeMutablePointer<PFeatureType> {
+        let p: UnsafeMutablePointer<PFeatureType> = arena.message(core_ml__specification__feature_type__init)
+        p.pointee.isoptional = isOptional ? 1 : 0
+        switch kind {
+        case let .multiArray(a):
+            p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_MULTI_ARRAY_TYPE
+            p.pointee.multiarraytype = encodeArrayFeature(a)
+        case let .state(a):
+            let s: UnsafeMutablePointer<CoreML__Specification__StateFeatureType> =
+                arena.message(core_ml__specification__state_feature_type__init)
+            s.pointee.type_case = CORE_ML__SPECIFICATION__STATE_FEATURE_TYPE__TYPE_ARRAY_TYPE
+            s.pointee.arraytype = encodeArrayFeature(a)
+            p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_STATE_TYPE
+            p.pointee.statetype = s
+        case .int64:
+            p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_INT64_TYPE
+            p.pointee.int64type = arena.message(core_ml__specification__int64_feature_type__init)
+        case .double:
+            p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_DOUBLE_TYPE
+            p.pointee.doubletype = arena.message(core_ml__specification__double_feature_type__init)
+        case .string:
+            p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_STRING_TYPE
+            p.pointee.stringtype = arena.message(core_ml__specification__string_feature_type__init)
+        case let .image(img):
+            let ip: UnsafeMutablePointer<CoreML__Specification__ImageFeatureType> =
+                arena.message(core_ml__specification__image_feature_type__init)
+            ip.pointee.width = img.width
+            ip.pointee.height = img.height
+            ip.pointee.colorspace = cEnum(img.colorSpace)
+            if let sizes = img.sizes {
+                let es: UnsafeMutablePointer<CoreML__Specification__ImageFeatureType__EnumeratedImageSizes> =
+                    arena.message(core_ml__specification__image_feature_type__enumerated_image_sizes__init)
+                let items = sizes.map { s -> UnsafeMutablePointer<CoreML__Specification__ImageFeatureType__ImageSize>? in
+                    let sp: UnsafeMutablePointer<CoreML__Specification__ImageFeatureType__ImageSize> =
+                        arena.message(core_ml__specification__image_feature_type__image_size__init)
+                    sp.pointee.width = s.width
+                    sp.pointee.height = s.height
+                    return sp
+                }
+                es.pointee.n_sizes = items.count
+                es.pointee.sizes = arena.array(items)
+                ip.pointee.size_flexibility_case = CORE_ML__SPECIFICATION__IMAGE_FEATURE_TYPE__SIZE_FLEXIBILITY_ENUMERATED_SIZES
+                ip.pointee.enumeratedsizes = es
+            } else if img.widthRange != nil || img.heightRange != nil {
+                let rp: UnsafeMutablePointer<CoreML__Specification__ImageFeatureType__ImageSizeRange> =
+                    arena.message(core_ml__specification__image_feature_type__image_size_range__init)
+                rp.pointee.widthrange = img.widthRange.map(sizeRange)
+                rp.pointee.heightrange = img.heightRange.map(sizeRange)
+                ip.pointee.size_flexibility_case = CORE_ML__SPECIFICATION__IMAGE_FEATURE_TYPE__SIZE_FLEXIBILITY_IMAGE_SIZE_RANGE
+                ip.pointee.imagesizerange = rp
+            }
+            p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_IMAGE_TYPE
+            p.pointee.imagetype = ip
+        case let .dictionary(stringKeys):
+            let dp: UnsafeMutablePointer<CoreML__Specification__DictionaryFeatureType> =
+                arena.message(core_ml__specification__dictionary_feature_type__init)
+            if stringKeys {
+                dp.pointee.key_type_case = CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_STRING_KEY_TYPE
+                dp.pointee.stringkeytype = arena.message(core_ml__specification__string_feature_type__init)
+            } else {
+                dp.pointee.key_type_case = CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_INT64_KEY_TYPE
+                dp.pointee.int64keytype = arena.message(core_ml__specification__int64_feature_type__init)
+            }
+            p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_DICTIONARY_TYPE
+            p.pointee.dictionarytype = dp
+        case let .sequence(stringElements, range):
+            let sp: UnsafeMutablePointer<CoreML__Specification__SequenceFeatureType> =
+                arena.message(core_ml__specification__sequence_feature_type__init)
+            if stringElements {
+                sp.pointee.type_case = CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_STRING_TYPE
+                sp.pointee.stringtype = arena.message(core_ml__specification__string_feature_type__init)
+            } else {
+                sp.pointee.type_case = CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_INT64_TYPE
+                sp.pointee.int64type = arena.message(core_ml__specification__int64_feature_type__init)
+            }
+            sp.pointee.sizerange = range.map(sizeRange)
+            p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_SEQUENCE_TYPE
+            p.pointee.sequencetype = sp
+        case .unset:
+            break
+        }
+        return p
+    }
+
+    // MARK: Program
+
+    private func encodeProgram(_ prog: Program) throws -> UnsafeMutablePointer<PProgram> {
+        let p: UnsafeMutablePointer<PProgram> = arena.message(core_ml__specification__milspec__program__init)
+        p.pointee.version = prog.version
+        p.pointee.docstring = try arena.string(prog.docString, "program docString")
+        let fns = try prog.functions.map { f -> UnsafeMutablePointer<CoreML__Specification__MILSpec__Program__FunctionsEntry>? in
+            let e: UnsafeMutablePointer<CoreML__Specification__MILSpec__Program__FunctionsEntry> =
+                arena.message(core_ml__specification__milspec__program__functions_entry__init)
+            e.pointee.key = try arena.string(f.name, "function name")
+            e.pointee.value = try encodeFunction(f)
+            return e
+        }
+        p.pointee.n_functions = fns.count
+        p.pointee.functions = arena.array(fns)
+        (p.pointee.n_attributes, p.pointee.attributes) = try attributes(
+            prog.attributes, "program", core_ml__specification__milspec__program__attributes_entry__init
+        ) { e, k, v in e.pointee.key = k; e.pointee.value = v }
+        return p
+    }
+
+    /// A map<string, Value> as an array of entry messages, in IR order.
+    private func attributes<E>(
+        _ attrs: [Attribute], _ ctx: String,
+        _ initialize: (UnsafeMutablePointer<E>?) -> Void,
+        _ set: (UnsafeMutablePointer<E>, UnsafeMutablePointer<CChar>, UnsafeMutablePointer<PValue>) -> Void
+    ) throws -> (Int, UnsafeMutablePointer<UnsafeMutablePointer<E>?>?) {
+        let items = try attrs.map { a -> UnsafeMutablePointer<E>? in
+            let e: UnsafeMutablePointer<E> = arena.message(initialize)
+            set(e, try arena.string(a.name, "\(ctx) attribute name"), try encodeValue(a.value, "\(ctx) attribute '\(a.name)'"))
+            return e
+        }
+        return (items.count, arena.array(items))
+    }
+
+    private func namedValueType(_ v: Value, _ ctx: String) throws -> UnsafeMutablePointer<PNamedValueType> {
+        let p: UnsafeMutablePointer<PNamedValueType> = arena.message(core_ml__specification__milspec__named_value_type__init)
+        p.pointee.name = try arena.string(v.name, "\(ctx) value name")
+        p.pointee.type = try encodeType(v.type, "\(ctx) value '\(v.name)'")
+        return p
+    }
+
+    private func encodeFunction(_ f: Function) throws -> UnsafeMutablePointer<PFunction> {
+        let ctx = "function '\(f.name)'"
+        let p: UnsafeMutablePointer<PFunction> = arena.message(core_ml__specification__milspec__function__init)
+        let ins = try f.inputs.map { Optional(try namedValueType($0, "\(ctx) input")) }
+        p.pointee.n_inputs = ins.count
+        p.pointee.inputs = arena.array(ins)
+        p.pointee.opset = try arena.string(f.opset, "\(ctx) opset")
+        var specs: [(String, Block)] = [(f.opset, f.body)]
+        specs += f.otherSpecializations.map { ($0.opset, $0.block) }
+        let entries = try specs.map { spec -> UnsafeMutablePointer<CoreML__Specification__MILSpec__Function__BlockSpecializationsEntry>? in
+            let e: UnsafeMutablePointer<CoreML__Specification__MILSpec__Function__BlockSpecializationsEntry> =
+                arena.message(core_ml__specification__milspec__function__block_specializations_entry__init)
+            e.pointee.key = try arena.string(spec.0, "\(ctx) block specialization opset")
+            e.pointee.value = try encodeBlock(spec.1, "\(ctx)<\(spec.0)>")
+            return e
+        }
+        p.pointee.n_block_specializations = entries.count
+        p.pointee.block_specializations = arena.array(entries)
+        (p.pointee.n_attributes, p.pointee.attributes) = try attributes(
+            f.attributes, ctx, core_ml__specification__milspec__function__attributes_entry__init
+        ) { e, k, v in e.pointee.key = k; e.pointee.value = v }
+        return p
+    }
+
+    private func encodeBlock(_ b: Block, _ ctx: String) throws -> UnsafeMutablePointer<PBlock> {
+        let p: UnsafeMutablePointer<PBlock> = arena.message(core_ml__specification__milspec__block__init)
+        let ins = try b.inputs.map { Optional(try namedValueType($0, "\(ctx) block input")) }
+        p.pointee.n_inputs = ins.count
+        p.pointee.inputs = arena.array(ins)
+        let outs = try b.outputs.map { Optional(try arena.string($0.name, "\(ctx) block output name")) }
+        p.pointee.n_outputs = outs.count
+        p.pointee.outputs = arena.array(outs)
+        let ops = try b.operations.map { Optional(try encodeOperation($0, ctx)) }
+        p.pointee.n_operations = ops.count
+        p.pointee.operations = arena.array(ops)
+        (p.pointee.n_attributes, p.pointee.attributes) = try attributes(
+            b.attributes, "\(ctx) block", core_ml__specification__milspec__block__attributes_entry__init
+        ) { e, k, v in e.pointee.key = k; e.pointee.value = v }
+        return p
+    }
+
+    private func encodeOperation(_ op: Op, _ fctx: String) throws -> UnsafeMutablePointer<POperation> {
+        let ctx = "\(fctx): op '\(op.name)' (\(op.type))"
+        let p: UnsafeMutablePointer<POperation> = arena.message(core_ml__specification__milspec__operation__init)
+        p.pointee.type = try arena.string(op.type, "\(ctx) type")
+        let inputs = try op.inputs.map { input -> UnsafeMutablePointer<CoreML__Specification__MILSpec__Operation__InputsEntry>? in
+            let e: UnsafeMutablePointer<CoreML__Specification__MILSpec__Operation__InputsEntry> =
+                arena.message(core_ml__specification__milspec__operation__inputs_entry__init)
+            e.pointee.key = try arena.string(input.name, "\(ctx) input name")
+            let arg: UnsafeMutablePointer<PArgument> = arena.message(core_ml__specification__milspec__argument__init)
+            let bindings = try input.operands.map { operand -> UnsafeMutablePointer<PBinding>? in
+                let bp: UnsafeMutablePointer<PBinding> = arena.message(core_ml__specification__milspec__argument__binding__init)
+                switch operand {
+                case let .value(v):
+                    bp.pointee.binding_case = CORE_ML__SPECIFICATION__MILSPEC__ARGUMENT__BINDING__BINDING_NAME
+                    bp.pointee.name = try arena.string(v.name, "\(ctx) input '\(input.name)' value name")
+                case let .constant(c):
+                    bp.pointee.binding_case = CORE_ML__SPECIFICATION__MILSPEC__ARGUMENT__BINDING__BINDING_VALUE
+                    bp.pointee.value = try encodeValue(c, "\(ctx) input '\(input.name)'")
+                }
+                return bp
+            }
+            arg.pointee.n_arguments = bindings.count
+            arg.pointee.arguments = arena.array(bindings)
+            e.pointee.value = arg
+            return e
+        }
+        p.pointee.n_inputs = inputs.count
+        p.pointee.inputs = arena.array(inputs)
+        let outs = try op.outputs.map { Optional(try namedValueType($0, "\(ctx) output")) }
+        p.pointee.n_outputs = outs.count
+        p.pointee.outputs = arena.array(outs)
+        let blocks = try op.blocks.enumerated().map { Optional(try encodeBlock($0.element, "\(ctx) block \($0.offset)")) }
+        p.pointee.n_blocks = blocks.count
+        p.pointee.blocks = arena.array(blocks)
+        (p.pointee.n_attributes, p.pointee.attributes) = try attributes(
+            op.attributes, ctx, core_ml__specification__milspec__operation__attributes_entry__init
+        ) { e, k, v in e.pointee.key = k; e.pointee.value = v }
+        return p
+    }
+
+    // MARK: Types
+
+    private func dimension(_ d: Dim, _ ctx: String) throws -> UnsafeMutablePointer<PDimension> {
+        let p: UnsafeMutablePointer<PDimension> = arena.message(core_ml__specification__milspec__dimension__init)
+        switch d {
+        case let .fixed(n):
+            guard n >= 0 else { throw WriterFailure("\(ctx): negative dimension \(n)") }
+            let c: UnsafeMutablePointer<CoreML__Specification__MILSpec__Dimension__ConstantDimension> =
+                arena.message(core_ml__specification__milspec__dimension__constant_dimension__init)
+            c.pointee.size = UInt64(n)
+            p.pointee.dimension_case = CORE_ML__SPECIFICATION__MILSPEC__DIMENSION__DIMENSION_CONSTANT
+            p.pointee.constant = c
+        case .symbol, .unknown, .variadic:
+            let u: UnsafeMutablePointer<CoreML__Specification__MILSpec__Dimension__UnknownDimension> =
+                arena.message(core_ml__specification__milspec__dimension__unknown_dimension__init)
+            if case .variadic = d { u.pointee.variadic = 1 } else { u.pointee.variadic = 0 }
+            p.pointee.dimension_case = CORE_ML__SPECIFICATION__MILSPEC__DIMENSION__DIMENSION_UNKNOWN
+            p.pointee.unknown = u
+        }
+        return p
+    }
+
+    private func encodeType(_ t: MILType, _ ctx: String) throws -> UnsafeMutablePointer<PValueType> {
+        let p: UnsafeMutablePointer<PValueType> = arena.message(core_ml__specification__milspec__value_type__init)
+        switch t {
+        case let .tensor(tt):
+            let tp: UnsafeMutablePointer<PTensorType> = arena.message(core_ml__specification__milspec__tensor_type__init)
+            tp.pointee.datatype = cEnum(tt.dtype.protoCode)
+            tp.pointee.rank = Int64(tt.shape.count)
+            let dims = try tt.shape.map { Optional(try dimension($0, ctx)) }
+            tp.pointee.n_dimensions = dims.count
+            tp.pointee.dimensions = arena.array(dims)
+            p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE
+            p.pointee.tensortype = tp
+        case let .list(elem, length):
+            let lp: UnsafeMutablePointer<CoreML__Specification__MILSpec__ListType> =
+                arena.message(core_ml__specification__milspec__list_type__init)
+            lp.pointee.type = try encodeType(elem, ctx)
+            lp.pointee.length = try dimension(length, ctx)
+            p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_LIST_TYPE
+            p.pointee.listtype = lp
+        case let .tuple(types):
+            let tp: UnsafeMutablePointer<CoreML__Specification__MILSpec__TupleType> =
+                arena.message(core_ml__specification__milspec__tuple_type__init)
+            let items = try types.map { Optional(try encodeType($0, ctx)) }
+            tp.pointee.n_types = items.count
+            tp.pointee.types = arena.array(items)
+            p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TUPLE_TYPE
+            p.pointee.tupletype = tp
+        case let .dict(k, v):
+            let dp: UnsafeMutablePointer<CoreML__Specification__MILSpec__DictionaryType> =
+                arena.message(core_ml__specification__milspec__dictionary_type__init)
+            dp.pointee.keytype = try encodeType(k, ctx)
+            dp.pointee.valuetype = try encodeType(v, ctx)
+            p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_DICTIONARY_TYPE
+            p.pointee.dictionarytype = dp
+        case let .state(inner):
+            let sp: UnsafeMutablePointer<CoreML__Specification__MILSpec__StateType> =
+                arena.message(core_ml__specification__milspec__state_type__init)
+            sp.pointee.wrappedtype = try encodeType(inner, ctx)
+            p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_STATE_TYPE
+            p.pointee.statetype = sp
+        }
+        return p
+    }
+
+    // MARK: Values
+
+    private func encodeValue(_ c: ConstValue, _ ctx: String) throws -> UnsafeMutablePointer<PValue> {
+        let p: UnsafeMutablePointer<PValue> = arena.message(core_ml__specification__milspec__value__init)
+        p.pointee.docstring = try arena.string(c.docString, "\(ctx) docString")
+        p.pointee.type = try encodeType(c.type, ctx)
+        if case let .blob(ref) = c.payload {
+            let bp: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__BlobFileValue> =
+                arena.message(core_ml__specification__milspec__value__blob_file_value__init)
+            if let off = blobOffsets[BlobKey(ref, in: model)] {
+                bp.pointee.filename = try arena.string(blobFileName, "blob file name")
+                bp.pointee.offset = off
+            } else {
+                bp.pointee.filename = try arena.string(ref.fileName, "\(ctx) blob file name")
+                bp.pointee.offset = ref.offset
+            }
+            p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE
+            p.pointee.blobfilevalue = bp
+            return p
+        }
+        let imm: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__ImmediateValue> =
+            arena.message(core_ml__specification__milspec__value__immediate_value__init)
+        switch c.payload {
+        case .blob:
+            fatalError("unreachable")
+        case let .tensor(storage):
+            imm.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_TENSOR
+            imm.pointee.tensor = try encodeTensorValue(storage, ctx)
+        case let .tuple(values):
+            let tp: UnsafeMutablePointer<CoreML__Specification__MILSpec__TupleValue> =
+                arena.message(core_ml__specification__milspec__tuple_value__init)
+            let items = try values.enumerated().map { Optional(try encodeValue($0.element, "\(ctx)[\($0.offset)]")) }
+            tp.pointee.n_values = items.count
+            tp.pointee.values = arena.array(items)
+            imm.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_TUPLE
+            imm.pointee.tuple = tp
+        case let .list(values):
+            let lp: UnsafeMutablePointer<CoreML__Specification__MILSpec__ListValue> =
+                arena.message(core_ml__specification__milspec__list_value__init)
+            let items = try values.enumerated().map { Optional(try encodeValue($0.element, "\(ctx)[\($0.offset)]")) }
+            lp.pointee.n_values = items.count
+            lp.pointee.values = arena.array(items)
+            imm.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_LIST
+            imm.pointee.list = lp
+        case let .dict(entries):
+            let dp: UnsafeMutablePointer<CoreML__Specification__MILSpec__DictionaryValue> =
+                arena.message(core_ml__specification__milspec__dictionary_value__init)
+            let items = try entries.enumerated().map { i, kv -> UnsafeMutablePointer<CoreML__Specification__MILSpec__DictionaryValue__KeyValuePair>? in
+                let e: UnsafeMutablePointer<CoreML__Specification__MILSpec__DictionaryValue__KeyValuePair> =
+                    arena.message(core_ml__specification__milspec__dictionary_value__key_value_pair__init)
+                e.pointee.key = try encodeValue(kv.key, "\(ctx) key \(i)")
+                e.pointee.value = try encodeValue(kv.value, "\(ctx) value \(i)")
+                return e
+            }
+            dp.pointee.n_values = items.count
+            dp.pointee.values = arena.array(items)
+            imm.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_DICTIONARY
+            imm.pointee.dictionary = dp
+        }
+        p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_IMMEDIATE_VALUE
+        p.pointee.immediatevalue = imm
+        return p
+    }
+
+    /// Exactly the `TensorValue` field the IR holds.
+    private func encodeTensorValue(_ s: TensorStorage, _ ctx: String) throws -> UnsafeMutablePointer<PTensorValue> {
+        let p: UnsafeMutablePointer<PTensorValue> = arena.message(core_ml__specification__milspec__tensor_value__init)
+        switch s {
+        case let .floats(v):
+            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedFloats> =
+                arena.message(core_ml__specification__milspec__tensor_value__repeated_floats__init)
+            r.pointee.n_values = v.count
+            r.pointee.values = arena.array(v)
+            p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_FLOATS
+            p.pointee.floats = r
+        case let .doubles(v):
+            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedDoubles> =
+                arena.message(core_ml__specification__milspec__tensor_value__repeated_doubles__init)
+            r.pointee.n_values = v.count
+            r.pointee.values = arena.array(v)
+            p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_DOUBLES
+            p.pointee.doubles = r
+        case let .ints(v):
+            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedInts> =
+                arena.message(core_ml__specification__milspec__tensor_value__repeated_ints__init)
+            r.pointee.n_values = v.count
+            r.pointee.values = arena.array(v)
+            p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_INTS
+            p.pointee.ints = r
+        case let .longInts(v):
+            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedLongInts> =
+                arena.message(core_ml__specification__milspec__tensor_value__repeated_long_ints__init)
+            r.pointee.n_values = v.count
+            r.pointee.values = arena.array(v)
+            p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_LONG_INTS
+            p.pointee.longints = r
+        case let .bools(v):
+            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedBools> =
+                arena.message(core_ml__specification__milspec__tensor_value__repeated_bools__init)
+            r.pointee.n_values = v.count
+            r.pointee.values = arena.array(v.map { $0 ? protobuf_c_boolean(1) : protobuf_c_boolean(0) })
+            p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BOOLS
+            p.pointee.bools = r
+        case let .strings(v):
+            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedStrings> =
+                arena.message(core_ml__specification__milspec__tensor_value__repeated_strings__init)
+            let items = try v.map { Optional(try arena.string($0, "\(ctx) string element")) }
+            r.pointee.n_values = items.count
+            r.pointee.values = arena.array(items)
+            p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_STRINGS
+            p.pointee.strings = r
+        case let .bytes(v):
+            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedBytes> =
+                arena.message(core_ml__specification__milspec__tensor_value__repeated_bytes__init)
+            r.pointee.values = ProtobufCBinaryData(len: v.count, data: arena.bytes(v))
+            p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BYTES
+            p.pointee.bytes = r
+        }
+        return p
+    }
+}

@@ -1,0 +1,58 @@
+import GraphIR
+
+/// Turns stored constants (immediate or blob) into runtime values.
+public enum ConstConversion {
+    /// - Throws: `KernelError` when the constant's storage does not match its type.
+    public static func runtimeValue(_ c: ConstValue) throws -> RuntimeValue {
+        switch c.payload {
+        case .tensor, .blob:
+            return .tensor(try tensor(c))
+        case let .tuple(vs):
+            return .tuple(try vs.map(runtimeValue))
+        case let .list(vs):
+            return .list(try vs.map(runtimeValue))
+        case .dict:
+            throw KernelError("dict constants are not supported by the interpreter")
+        }
+    }
+
+    /// A tensor constant as a runtime tensor (floats widened to Float, integers to Int32).
+    public static func tensor(_ c: ConstValue) throws -> Tensor {
+        guard let t = c.type.tensorType, let shape = t.fixedShape else {
+            throw KernelError("constant of type \(c.type) has no static tensor shape")
+        }
+        let n = shape.reduce(1, *)
+        if t.dtype == .string {
+            guard case let .tensor(.strings(s)) = c.payload, s.count == n else { throw KernelError("string constant does not match its type \(t)") }
+            return Tensor(dtype: .string, shape: shape, data: .string(s))
+        }
+        // Fast paths for large blobs.
+        if case let .blob(ref) = c.payload {
+            let raw = try ref.bytes()
+            switch t.dtype {
+            case .fp16:
+                var out = [Float](repeating: 0, count: n)
+                out.withUnsafeMutableBufferPointer { o in
+                    for i in 0..<n { o[i] = Half.toFloat(raw.loadUnaligned(fromByteOffset: 2 * i, as: UInt16.self)) }
+                }
+                return Tensor(.fp16, shape: shape, floats: out)
+            case .fp32:
+                var out = [Float](repeating: 0, count: n)
+                out.withUnsafeMutableBytes { o in o.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[0..<(4 * n)])) }
+                return Tensor(.fp32, shape: shape, floats: out)
+            case .int8:
+                return Tensor(.int8, shape: shape, ints: (0..<n).map { Int32(Int8(bitPattern: raw[$0])) })
+            case .uint8:
+                return Tensor(.uint8, shape: shape, ints: (0..<n).map { Int32(raw[$0]) })
+            default:
+                break
+            }
+        }
+        guard let d = c.doubles(), d.count == n else {
+            throw KernelError("constant of type \(t) could not be decoded")
+        }
+        if t.dtype.isFloat { return Tensor(t.dtype, shape: shape, floats: d.map { Float($0) }) }
+        if t.dtype == .bool { return Tensor(shape: shape, bools: d.map { $0 != 0 }) }
+        return Tensor(t.dtype, shape: shape, ints: d.map { Int32(clamping: Int64($0)) })
+    }
+}

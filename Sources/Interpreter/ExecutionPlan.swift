@@ -1,0 +1,278 @@
+import GraphIR
+
+/// A function resolved for execution: every op bound to its kernel once, values numbered into
+/// slots, each slot released after its last use, constants (and `constexpr_*` ops) evaluated
+/// once on first use and kept for the life of the plan.
+///
+/// Control flow (`cond`, `while_loop`) runs nested plans of its blocks.
+public final class ExecutionPlan {
+    public let function: Function
+    public let precision: Precision
+
+    struct Step {
+        let op: Op
+        let kernel: Kernel?
+        /// Per input: (name, slot or constant index per operand).
+        let inputs: [(name: String, refs: [Ref])]
+        let outputSlots: [Int]
+        /// Slots whose last use is this step (freed after it runs).
+        let release: [Int]
+        /// Constant-only op: evaluated once and cached.
+        let isConstant: Bool
+        /// Nested block plans (control flow).
+        let blocks: [BlockPlan]
+    }
+
+    enum Ref {
+        case slot(Int)
+        case constant(Int)
+    }
+
+    final class BlockPlan {
+        var steps: [Step] = []
+        var inputSlots: [Int] = []
+        var outputRefs: [Ref] = []
+    }
+
+    var slotOf: [ObjectIdentifier: Int] = [:]
+    var slotCount = 0
+    var constants: [ConstValue] = []
+    var constantCache: [Int: RuntimeValue] = [:]
+    /// Cached outputs of constant-only ops, by output slot.
+    var constantOpCache: [Int: RuntimeValue] = [:]
+    let root = BlockPlan()
+    var inputSlots: [Int] = []
+
+    /// Builds the plan.
+    /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
+    public init(function: Function, precision: Precision = .fp32) throws {
+        self.function = function
+        self.precision = precision
+        var missing = Set<String>()
+        inputSlots = function.inputs.map { newSlot($0) }
+        try build(function.body, into: root, missing: &missing, constantValues: [])
+        guard missing.isEmpty else {
+            throw InterpreterError.unsupportedOps(function: function.name, ops: missing.sorted())
+        }
+        computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
+    }
+
+    func newSlot(_ v: Value) -> Int {
+        let s = slotCount
+        slotCount += 1
+        slotOf[ObjectIdentifier(v)] = s
+        return s
+    }
+
+    private var constantSlots = Set<Int>()
+
+    func build(_ block: Block, into plan: BlockPlan, missing: inout Set<String>, constantValues: Set<Int>) throws {
+        plan.inputSlots = block.inputs.map { newSlot($0) }
+        var steps: [Step] = []
+        for op in block.operations {
+            let isControl = OpRegistry.schema(op.type)?.isControlFlow ?? false
+            let kernel = KernelRegistry.kernel(for: op.type)
+            if kernel == nil && op.type != "const" && !isControl { missing.insert(op.type) }
+            var inputs: [(String, [Ref])] = []
+            var allConstant = op.type != "const"
+            for input in op.inputs {
+                var refs: [Ref] = []
+                for operand in input.operands {
+                    switch operand {
+                    case let .value(v):
+                        guard let s = slotOf[ObjectIdentifier(v)] else {
+                            throw InterpreterError.opFailed(op: op.name, type: op.type, reason: "input '\(input.name)' uses '\(v.name)' before it is defined")
+                        }
+                        refs.append(.slot(s))
+                        if !constantSlots.contains(s) { allConstant = false }
+                    case let .constant(c):
+                        constants.append(c)
+                        refs.append(.constant(constants.count - 1))
+                    }
+                }
+                inputs.append((input.name, refs))
+            }
+            // iOS16 constexpr ops carry their parameters as attributes.
+            if OpRegistry.schema(op.type)?.isConstant == true && op.type != "const" {
+                for a in op.attributes where a.name != "name" {
+                    constants.append(a.value)
+                    inputs.append((a.name, [.constant(constants.count - 1)]))
+                }
+            }
+            var nested: [BlockPlan] = []
+            for b in op.blocks {
+                let bp = BlockPlan()
+                try build(b, into: bp, missing: &missing, constantValues: [])
+                nested.append(bp)
+            }
+            if !op.blocks.isEmpty { allConstant = false }
+            let isConst = op.type == "const" || (allConstant && (OpRegistry.schema(op.type)?.isConstant ?? false))
+            let outs = op.outputs.map { newSlot($0) }
+            if isConst { for s in outs { constantSlots.insert(s) } }
+            steps.append(Step(op: op, kernel: kernel, inputs: inputs, outputSlots: outs, release: [], isConstant: isConst, blocks: nested))
+        }
+        plan.steps = steps
+        plan.outputRefs = block.outputs.map { v in
+            if let s = slotOf[ObjectIdentifier(v)] { return .slot(s) }
+            return .slot(-1)
+        }
+    }
+
+    /// Marks, for each step, the slots whose last reader it is (function inputs, constants and
+    /// block outputs are kept).
+    func computeReleases(_ plan: BlockPlan, keep: Set<Int>) {
+        var lastUse: [Int: Int] = [:]
+        for (i, step) in plan.steps.enumerated() {
+            for (_, refs) in step.inputs { for r in refs { if case let .slot(s) = r { lastUse[s] = i } } }
+            // Values read inside nested blocks count as used by the enclosing op.
+            for bp in step.blocks { for s in slotsRead(bp) { lastUse[s] = i } }
+        }
+        var release = [[Int]](repeating: [], count: plan.steps.count)
+        for (s, i) in lastUse where !keep.contains(s) && !constantSlots.contains(s) && !inputSlots.contains(s) {
+            release[i].append(s)
+        }
+        plan.steps = plan.steps.enumerated().map { i, st in
+            Step(op: st.op, kernel: st.kernel, inputs: st.inputs, outputSlots: st.outputSlots, release: release[i],
+                 isConstant: st.isConstant, blocks: st.blocks)
+        }
+    }
+
+    func slotsRead(_ plan: BlockPlan) -> [Int] {
+        var out: [Int] = []
+        for st in plan.steps {
+            for (_, refs) in st.inputs { for r in refs { if case let .slot(s) = r { out.append(s) } } }
+            for b in st.blocks { out += slotsRead(b) }
+        }
+        for r in plan.outputRefs { if case let .slot(s) = r { out.append(s) } }
+        return out
+    }
+
+    // MARK: - running
+
+    /// Runs the function.
+    /// - Parameters:
+    ///   - inputs: one tensor per non-state input, by name.
+    ///   - states: one buffer per state input, by name (updated in place).
+    /// - Returns: the function outputs by name; fp16 outputs are rounded to fp16.
+    /// - Throws: `InterpreterError` for missing/unexpected/ill-shaped inputs or states, or an op failure.
+    public func run(inputs: [String: Tensor], states: [String: StateBuffer] = [:]) throws -> [String: Tensor] {
+        var slots = [RuntimeValue?](repeating: nil, count: slotCount)
+        let known = function.inputs.map(\.name)
+        for name in inputs.keys where !known.contains(name) {
+            throw InterpreterError.unexpectedInput(function: function.name, name: name, known: known.filter { n in !function.stateInputs.contains { $0.name == n } })
+        }
+        for (v, slot) in zip(function.inputs, inputSlots) {
+            if let st = v.type.stateWrappedTensor {
+                guard let buf = states[v.name] else {
+                    throw InterpreterError.badState(function: function.name, name: v.name, reason: "not provided (expected \(v.type))")
+                }
+                guard buf.type.dtype == st.dtype, let shape = st.fixedShape, buf.value.shape == shape else {
+                    throw InterpreterError.badState(function: function.name, name: v.name, reason: "buffer is \(buf.type), function expects \(st)")
+                }
+                slots[slot] = .state(buf)
+                continue
+            }
+            guard let t = inputs[v.name] else {
+                throw InterpreterError.missingInput(function: function.name, name: v.name, expected: "\(v.type)")
+            }
+            try InputCheck.check(t, against: v, function: function.name)
+            var tt = t
+            if let dt = v.type.tensorType?.dtype { tt.dtype = dt }
+            slots[slot] = .tensor(tt)
+        }
+        try execute(root, slots: &slots)
+        var out: [String: Tensor] = [:]
+        for (v, ref) in zip(function.outputs, root.outputRefs) {
+            var t = try resolve(ref, slots: slots).dense()
+            if let dt = v.type.tensorType?.dtype { t.dtype = dt }
+            Rounding.toStorage(&t)
+            out[v.name] = t
+        }
+        return out
+    }
+
+    func resolve(_ ref: Ref, slots: [RuntimeValue?]) throws -> RuntimeValue {
+        switch ref {
+        case let .slot(s):
+            if s >= 0, let v = slots[s] { return v }
+            if s >= 0, let v = constantOpCache[s] { return v }
+            throw InterpreterError.unsupported("internal: value slot \(s) read before it was computed")
+        case let .constant(i):
+            if let v = constantCache[i] { return v }
+            let v = try ConstConversion.runtimeValue(constants[i])
+            constantCache[i] = v
+            return v
+        }
+    }
+
+    func execute(_ plan: BlockPlan, slots: inout [RuntimeValue?]) throws {
+        for step in plan.steps {
+            if step.isConstant, constantOpCache[step.outputSlots.first ?? -1] != nil || (step.outputSlots.isEmpty) {
+                continue
+            }
+            let results: [RuntimeValue]
+            do {
+                if step.op.type == "const" {
+                    guard let val = step.op.attribute("val") else { throw KernelError("const without val") }
+                    results = [try ConstConversion.runtimeValue(val)]
+                } else if !step.blocks.isEmpty {
+                    results = try ControlFlow.run(step, plan: self, slots: &slots)
+                } else {
+                    var values: [String: [RuntimeValue]] = [:]
+                    for (name, refs) in step.inputs {
+                        values[name] = try refs.map { try resolve($0, slots: slots) }
+                    }
+                    let inv = KernelInvocation(op: step.op, precision: precision, values: values)
+                    results = try step.kernel!(inv)
+                }
+            } catch let e as KernelError {
+                throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: e.reason)
+            }
+            guard results.count == step.outputSlots.count else {
+                throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: "kernel returned \(results.count) outputs, op declares \(step.outputSlots.count)")
+            }
+            for (i, (r, s)) in zip(results, step.outputSlots).enumerated() {
+                var r = r
+                if case var .tensor(t) = r, let dt = step.op.outputs[i].type.tensorType?.dtype {
+                    t.dtype = dt
+                    if precision == .fp16 || step.isConstant { Rounding.toStorage(&t) }
+                    r = .tensor(t)
+                }
+                if step.isConstant { constantOpCache[s] = r } else { slots[s] = r }
+            }
+            for s in step.release { slots[s] = nil }
+        }
+    }
+}
+
+/// Checks a given input tensor against the function's declared input type: dtype, rank,
+/// fixed dims, and flexible dims against their RangeDim bounds or EnumeratedShapes values.
+public enum InputCheck {
+    public static func check(_ t: Tensor, against v: Value, function: String) throws {
+        guard let tt = v.type.tensorType else {
+            throw InterpreterError.badInput(function: function, name: v.name, reason: "the function takes \(v.type), which cannot be given as a tensor")
+        }
+        func bad(_ r: String) -> InterpreterError { .badInput(function: function, name: v.name, reason: r) }
+        let compatible: Bool
+        if tt.dtype.isFloat { compatible = t.dtype.isFloat } else if tt.dtype == .bool { compatible = t.dtype == .bool } else { compatible = t.dtype.isInteger }
+        guard compatible else { throw bad("dtype \(t.dtype.rawValue), expected \(tt.dtype.rawValue)") }
+        guard t.shape.count == tt.rank else { throw bad("shape \(t.shape) has rank \(t.shape.count), expected \(tt) (rank \(tt.rank))") }
+        for (axis, (n, d)) in zip(t.shape, tt.shape).enumerated() {
+            switch d {
+            case let .fixed(f):
+                guard n == f else { throw bad("dimension \(axis) is \(n), expected \(f) (shape \(tt))") }
+            case let .symbol(sym):
+                switch sym.constraint {
+                case let .range(lo, hi):
+                    guard n >= lo, hi.map({ n <= $0 }) ?? true else {
+                        throw bad("dimension \(axis) is \(n), outside \(sym) (shape \(t.shape))")
+                    }
+                case let .enumerated(values):
+                    guard values.contains(n) else { throw bad("dimension \(axis) is \(n), not one of the enumerated sizes \(values)") }
+                case .unconstrained: break
+                }
+            case .unknown, .variadic: break
+            }
+        }
+    }
+}

@@ -1,0 +1,44 @@
+import GraphIR
+
+/// How fp16-typed values are computed.
+///
+/// - `fp32` (default): as Core ML's CPU path. fp16 weights and inputs are widened, every float
+///   intermediate is held and computed in fp32; only a value stored into an fp16 state or
+///   returned as an fp16 output is rounded to fp16.
+/// - `fp16`: as the GPU / Neural Engine. Every fp16-typed op output is rounded to fp16 (kernels
+///   still accumulate in fp32 inside one op), so overflow to ±inf and underflow appear where a
+///   device would hit them.
+public enum Precision: String, Sendable, CaseIterable {
+    case fp32, fp16
+}
+
+/// Rounding to the storage precision of a dtype.
+public enum Rounding {
+    /// Rounds every element to the nearest fp16 (ties to even; overflow → ±inf).
+    public static func toHalf(_ a: inout [Float]) {
+        a.withUnsafeMutableBufferPointer { p in
+            for i in p.indices { p[i] = Half.toFloat(Half.fromFloat(p[i])) }
+        }
+    }
+
+    /// Rounds to bf16 (round to nearest even on the upper 16 bits).
+    public static func toBFloat16(_ a: inout [Float]) {
+        for i in a.indices {
+            let x = a[i].bitPattern
+            if a[i].isNaN { continue }
+            let r = (x &+ 0x7FFF &+ ((x >> 16) & 1)) & 0xFFFF_0000
+            a[i] = Float(bitPattern: r)
+        }
+    }
+
+    /// Rounds a tensor's values to what its dtype can hold (fp16 / bf16); other dtypes unchanged.
+    public static func toStorage(_ t: inout Tensor) {
+        guard case var .float(a) = t.data else { return }
+        switch t.dtype {
+        case .fp16: toHalf(&a)
+        case .bf16: toBFloat16(&a)
+        default: return
+        }
+        t.data = .float(a)
+    }
+}

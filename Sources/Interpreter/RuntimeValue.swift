@@ -1,0 +1,104 @@
+import GraphIR
+
+/// A state buffer: one `state<tensor<…>>` that lives across calls. Values are held as
+/// runtime tensors; writes round to the state's dtype (an fp16 state holds fp16 values).
+public final class StateBuffer {
+    public let name: String
+    public let type: TensorType
+    public var value: Tensor
+
+    /// Zero-initialised, as Core ML initialises states.
+    public init(name: String, type: TensorType) throws {
+        guard let shape = type.fixedShape else {
+            throw InterpreterError.badState(function: "", name: name, reason: "state shape \(type) is not static")
+        }
+        self.name = name
+        self.type = type
+        self.value = Tensor.zeros(type.dtype, shape: shape)
+    }
+
+    public func reset() { value = Tensor.zeros(type.dtype, shape: value.shape) }
+
+    /// Replaces the contents (shape must match); rounds to the state's dtype.
+    public func write(_ t: Tensor) throws {
+        guard t.shape == value.shape else {
+            throw KernelError("write of shape \(t.shape) into state '\(name)' of shape \(value.shape)")
+        }
+        var v = t
+        v.dtype = type.dtype
+        Rounding.toStorage(&v)
+        value = v
+    }
+}
+
+/// A weight kept compressed: `scale * (data - offset)` per block (MIL iOS18
+/// `constexpr_blockwise_shift_scale`, also iOS16 `constexpr_affine_dequantize`). Kernels that
+/// understand it (`linear`, `matmul`, `gather`) compute on the int8 data directly; anything else
+/// gets the dense tensor through ``RuntimeValue/dense()``.
+public final class QuantizedTensor {
+    /// Output dtype (fp16/fp32) and shape.
+    public let dtype: DType
+    public let shape: [Int]
+    /// Quantized values, widened to Int8 (int4/uint4/uint8 are unpacked; uint8 offset by the caller's zero point).
+    public let data: [Int8]
+    /// Scale per block, `scaleShape` = shape / block sizes.
+    public let scale: [Float]
+    public let scaleShape: [Int]
+    /// Zero point per block (same shape as scale), or nil.
+    public let offset: [Float]?
+
+    public init(dtype: DType, shape: [Int], data: [Int8], scale: [Float], scaleShape: [Int], offset: [Float]?) {
+        self.dtype = dtype
+        self.shape = shape
+        self.data = data
+        self.scale = scale
+        self.scaleShape = scaleShape
+        self.offset = offset
+    }
+
+    /// Block size along each axis.
+    public var blockSizes: [Int] { zip(shape, scaleShape).map { $0 / max($1, 1) } }
+
+    /// The dense values `scale * (q - offset)`, rounded to `dtype`.
+    public func dequantize() -> Tensor {
+        let n = shape.reduce(1, *)
+        var out = [Float](repeating: 0, count: n)
+        let strides = contiguousStrides(shape)
+        let sstrides = contiguousStrides(scaleShape)
+        let blocks = blockSizes
+        for i in 0..<n {
+            var rem = i, si = 0
+            for a in 0..<shape.count {
+                let idx = rem / strides[a]
+                rem %= strides[a]
+                si += (idx / blocks[a]) * sstrides[a]
+            }
+            let q = Float(data[i]) - (offset?[si] ?? 0)
+            out[i] = scale[si] * q
+        }
+        var t = Tensor(dtype, shape: shape, floats: out)
+        Rounding.toStorage(&t)
+        return t
+    }
+}
+
+/// A value during execution.
+public enum RuntimeValue {
+    case tensor(Tensor)
+    case quantized(QuantizedTensor)
+    case state(StateBuffer)
+    case list([RuntimeValue])
+    case tuple([RuntimeValue])
+
+    /// The value as a dense tensor (dequantizing if needed).
+    public func dense() throws -> Tensor {
+        switch self {
+        case let .tensor(t): return t
+        case let .quantized(q): return q.dequantize()
+        case let .state(s): throw KernelError("state '\(s.name)' used where a tensor is expected")
+        case .list, .tuple: throw KernelError("list/tuple used where a tensor is expected")
+        }
+    }
+
+    public var tensor: Tensor? { if case let .tensor(t) = self { return t } else { return nil } }
+}

@@ -1,0 +1,2 @@
+import GraphIR
+import Interpreter

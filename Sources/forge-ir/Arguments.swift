@@ -1,0 +1,145 @@
+/// A small command-line parser (no ArgumentParser package available):
+/// flags `--x`, options `--x value` / `--x=value`, positionals, `--` ends options,
+/// `-h` / `--help` anywhere asks for help. Errors are `UsageError`s (exit 64).
+
+/// A flag (no value) or an option (takes one value).
+struct OptionSpec {
+    var name: String
+    /// `nil` for a flag; the placeholder shown in help for an option (e.g. `name`).
+    var valueName: String?
+    var help: String
+
+    static func flag(_ name: String, _ help: String) -> OptionSpec {
+        OptionSpec(name: name, valueName: nil, help: help)
+    }
+    static func option(_ name: String, value: String, _ help: String) -> OptionSpec {
+        OptionSpec(name: name, valueName: value, help: help)
+    }
+}
+
+struct PositionalSpec {
+    var name: String
+    var help: String
+    var optional = false
+}
+
+/// What a verb accepts, and its help text.
+struct CommandSpec {
+    var name: String
+    /// One line, shown in `forge-ir --help`.
+    var summary: String
+    var positionals: [PositionalSpec] = []
+    var options: [OptionSpec] = []
+    /// Extra paragraphs shown after the options in `--help`.
+    var discussion: String = ""
+}
+
+/// A usage error: exit code 64, message plus a hint to `--help`.
+struct UsageError: Error, CustomStringConvertible {
+    var message: String
+    /// The command whose help to point at (`forge-ir dump`), or `forge-ir`.
+    var helpCommand: String
+    var description: String { message }
+}
+
+struct ParsedArguments {
+    var helpRequested = false
+    var flags: Set<String> = []
+    var values: [String: String] = [:]
+    var positionals: [String] = []
+
+    func flag(_ name: String) -> Bool { flags.contains(name) }
+    func value(_ name: String) -> String? { values[name] }
+}
+
+enum ArgumentParser {
+    static let toolName = "forge-ir"
+
+    /// Parses the arguments after the verb.
+    static func parse(_ args: [String], spec: CommandSpec) throws -> ParsedArguments {
+        let helpCommand = "\(toolName) \(spec.name)"
+        var result = ParsedArguments()
+        // Help wins over every other error.
+        if let end = Optional(args.firstIndex(of: "--") ?? args.endIndex),
+           args[..<end].contains(where: { $0 == "--help" || $0 == "-h" }) {
+            result.helpRequested = true
+            return result
+        }
+        var i = 0
+        var onlyPositionals = false
+        while i < args.count {
+            let a = args[i]
+            i += 1
+            if onlyPositionals || a == "-" || !a.hasPrefix("-") {
+                result.positionals.append(a)
+                continue
+            }
+            if a == "--" { onlyPositionals = true; continue }
+            guard a.hasPrefix("--") else {
+                throw UsageError(message: "unknown option '\(a)'", helpCommand: helpCommand)
+            }
+            var name = String(a.dropFirst(2))
+            var inlineValue: String?
+            if let eq = name.firstIndex(of: "=") {
+                inlineValue = String(name[name.index(after: eq)...])
+                name = String(name[..<eq])
+            }
+            guard let opt = spec.options.first(where: { $0.name == name }) else {
+                throw UsageError(message: "unknown option '--\(name)'", helpCommand: helpCommand)
+            }
+            if opt.valueName == nil {
+                if inlineValue != nil {
+                    throw UsageError(message: "option '--\(name)' does not take a value", helpCommand: helpCommand)
+                }
+                result.flags.insert(name)
+            } else if let v = inlineValue {
+                result.values[name] = v
+            } else {
+                guard i < args.count else {
+                    throw UsageError(message: "option '--\(name)' needs a value <\(opt.valueName!)>", helpCommand: helpCommand)
+                }
+                result.values[name] = args[i]
+                i += 1
+            }
+        }
+        let required = spec.positionals.filter { !$0.optional }.count
+        if result.positionals.count < required {
+            let missing = spec.positionals[result.positionals.count]
+            throw UsageError(message: "missing argument <\(missing.name)>", helpCommand: helpCommand)
+        }
+        if result.positionals.count > spec.positionals.count {
+            throw UsageError(message: "unexpected argument '\(result.positionals[spec.positionals.count])'", helpCommand: helpCommand)
+        }
+        return result
+    }
+
+    static func usageLine(_ spec: CommandSpec) -> String {
+        var parts = ["\(toolName) \(spec.name)"]
+        for p in spec.positionals { parts.append(p.optional ? "[<\(p.name)>]" : "<\(p.name)>") }
+        for o in spec.options { parts.append(o.valueName.map { "[--\(o.name) <\($0)>]" } ?? "[--\(o.name)]") }
+        return parts.joined(separator: " ")
+    }
+
+    /// `--help` text of a verb.
+    static func help(_ spec: CommandSpec) -> String {
+        var out = "OVERVIEW: \(spec.summary)\n\nUSAGE: \(usageLine(spec))\n"
+        if !spec.positionals.isEmpty {
+            out += "\nARGUMENTS:\n"
+            for p in spec.positionals { out += row("<\(p.name)>", p.help) }
+        }
+        out += "\nOPTIONS:\n"
+        for o in spec.options {
+            out += row("--\(o.name)" + (o.valueName.map { " <\($0)>" } ?? ""), o.help)
+        }
+        out += row("-h, --help", "Show help for this verb.")
+        if !spec.discussion.isEmpty { out += "\n" + spec.discussion + (spec.discussion.hasSuffix("\n") ? "" : "\n") }
+        return out
+    }
+
+    /// A two-column help row (left column 24 wide).
+    static func row(_ left: String, _ right: String) -> String {
+        let l = "  " + left
+        if l.count >= 24 { return l + "\n" + String(repeating: " ", count: 24) + right + "\n" }
+        return l + String(repeating: " ", count: 24 - l.count) + right + "\n"
+    }
+}
