@@ -42,6 +42,8 @@ public final class ExecutionPlan {
     var constantOpCache: [Int: RuntimeValue] = [:]
     let root = BlockPlan()
     var inputSlots: [Int] = []
+    /// Slots read by at least one consumer that cannot take a ``QuantizedTensor``.
+    var needsDense = Set<Int>()
 
     /// Builds the plan.
     /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
@@ -71,7 +73,8 @@ public final class ExecutionPlan {
         var steps: [Step] = []
         for op in block.operations {
             let isControl = OpRegistry.schema(op.type)?.isControlFlow ?? false
-            let kernel = KernelRegistry.kernel(for: op.type)
+            var kernel = KernelRegistry.kernel(for: op.type)
+            if op.type == "gather", let base = kernel { kernel = QuantizedOps.gatherWrapping(base) }
             if kernel == nil && op.type != "const" && !isControl { missing.insert(op.type) }
             var inputs: [(String, [Ref])] = []
             var allConstant = op.type != "const"
@@ -84,6 +87,7 @@ public final class ExecutionPlan {
                             throw InterpreterError.opFailed(op: op.name, type: op.type, reason: "input '\(input.name)' uses '\(v.name)' before it is defined")
                         }
                         refs.append(.slot(s))
+                        if !QuantizedConsumers.handles(op: op.type, input: input.name) { needsDense.insert(s) }
                         if !constantSlots.contains(s) { allConstant = false }
                     case let .constant(c):
                         constants.append(c)
@@ -233,6 +237,9 @@ public final class ExecutionPlan {
             }
             for (i, (r, s)) in zip(results, step.outputSlots).enumerated() {
                 var r = r
+                if case let .quantized(q) = r, needsDense.contains(s) {
+                    r = .tensor(q.dequantize())
+                }
                 if case var .tensor(t) = r, let dt = step.op.outputs[i].type.tensorType?.dtype {
                     t.dtype = dt
                     if precision == .fp16 || step.isConstant { Rounding.toStorage(&t) }

@@ -3,5 +3,6 @@
 enum KernelFamilies {
     static let all: [[String: Kernel]] = [
         ConstexprKernels.table,
+        StateKernels.table,
     ]
 }

@@ -102,3 +102,10 @@ public enum RuntimeValue {
 
     public var tensor: Tensor? { if case let .tensor(t) = self { return t } else { return nil } }
 }
+
+/// Which op inputs compute on a ``QuantizedTensor`` directly (no dense copy). The plan keeps
+/// a constexpr result compressed only when every consumer is listed here.
+public enum QuantizedConsumers {
+    public static let inputs: Set<String> = ["linear.weight", "matmul.y", "gather.x"]
+    public static func handles(op: String, input: String) -> Bool { inputs.contains("\(op).\(input)") }
+}

@@ -1,2 +1,86 @@
+import Foundation
 import GraphIR
 import Interpreter
+
+/// The state buffers of one function, living across calls (a KV cache across prefill and
+/// decode). Buffers start zeroed, as Core ML initialises states; they can be reset, and saved
+/// to / loaded from a folder of `<state_name>.npy` files so shell users can chain calls.
+public final class StateStore {
+    public private(set) var buffers: [String: StateBuffer] = [:]
+    /// State names in function-input order.
+    public let names: [String]
+
+    /// One zeroed buffer per `state<tensor<…>>` input of `function`.
+    /// - Throws: `InterpreterError.badState` for a state whose shape is not static.
+    public init(function: Function) throws {
+        var names: [String] = []
+        for v in function.stateInputs {
+            guard let t = v.type.stateWrappedTensor else { continue }
+            do { buffers[v.name] = try StateBuffer(name: v.name, type: t) } catch {
+                throw InterpreterError.badState(function: function.name, name: v.name, reason: "shape \(t) is not static")
+            }
+            names.append(v.name)
+        }
+        self.names = names
+    }
+
+    /// Zeroes every buffer.
+    public func reset() { for b in buffers.values { b.reset() } }
+
+    /// Total bytes the states hold in their own dtype.
+    public var byteCount: Int {
+        buffers.values.reduce(0) { $0 + $1.type.dtype.byteCount(elements: $1.value.count) }
+    }
+
+    /// Writes `<dir>/<name>.npy` for every state (fp16 states as `<f2`). Creates `dir`.
+    public func save(to dir: String) throws {
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for name in names {
+            try NPY.write(buffers[name]!.value, path: dir + "/" + name + ".npy")
+        }
+    }
+
+    /// Loads `<dir>/<name>.npy` for every state; a state without a file stays as it is.
+    /// - Throws: `NPYError` for unreadable files, `InterpreterError.badState` for a shape mismatch.
+    public func load(from dir: String) throws {
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
+            throw NPYError(dir, "state folder does not exist")
+        }
+        for name in names {
+            let path = dir + "/" + name + ".npy"
+            guard FileManager.default.fileExists(atPath: path) else { continue }
+            let t = try NPY.read(path: path)
+            let buf = buffers[name]!
+            guard t.shape == buf.value.shape else {
+                throw InterpreterError.badState(function: "", name: name, reason: "\(path) has shape \(t.shape), the state is \(buf.value.shape)")
+            }
+            try buf.write(t)
+        }
+    }
+}
+
+/// A function ready to run repeatedly on one state store: the unit of stateful inference.
+public final class Session {
+    public let model: Model
+    public let function: Function
+    public let plan: ExecutionPlan
+    public let states: StateStore
+
+    /// - Throws: `InterpreterError.unsupportedOps` (every op without a kernel), or a state error.
+    public init(model: Model, function name: String? = nil, precision: Precision = .fp32) throws {
+        self.model = model
+        let fname = name ?? model.defaultFunctionName
+        guard let f = model.program.function(named: fname) else {
+            throw InterpreterError.unsupported("no function '\(fname)' (the model has: \(model.program.functions.map(\.name).joined(separator: ", ")))")
+        }
+        function = f
+        plan = try ExecutionPlan(function: f, precision: precision)
+        states = try StateStore(function: f)
+    }
+
+    /// Runs the function once; states are updated in place.
+    public func predict(_ inputs: [String: Tensor]) throws -> [String: Tensor] {
+        try plan.run(inputs: inputs, states: states.buffers)
+    }
+}

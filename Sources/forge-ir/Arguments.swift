@@ -46,10 +46,15 @@ struct ParsedArguments {
     var helpRequested = false
     var flags: Set<String> = []
     var values: [String: String] = [:]
+    /// Every value of each option, in order (for repeatable options such as `--input`).
+    var allValues: [String: [String]] = [:]
     var positionals: [String] = []
 
     func flag(_ name: String) -> Bool { flags.contains(name) }
+    /// The last value given for option `name`.
     func value(_ name: String) -> String? { values[name] }
+    /// Every value given for option `name`, in order.
+    func values(of name: String) -> [String] { allValues[name] ?? [] }
 }
 
 enum ArgumentParser {
@@ -94,11 +99,13 @@ enum ArgumentParser {
                 result.flags.insert(name)
             } else if let v = inlineValue {
                 result.values[name] = v
+                result.allValues[name, default: []].append(v)
             } else {
                 guard i < args.count else {
                     throw UsageError(message: "option '--\(name)' needs a value <\(opt.valueName!)>", helpCommand: helpCommand)
                 }
                 result.values[name] = args[i]
+                result.allValues[name, default: []].append(args[i])
                 i += 1
             }
         }

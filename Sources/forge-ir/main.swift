@@ -4,11 +4,13 @@ import Glibc
 import Darwin
 #endif
 import GraphIR
+import Interpreter
 
 /// The verbs, in the order `forge-ir --help` lists them. `run`, `optimize`, `diagnose`,
 /// `generate` and `bench` slot in here as one file each.
 let commands: [Command.Type] = [
     DumpCommand.self,
+    RunCommand.self,
 ]
 
 let version = "0.1.0"

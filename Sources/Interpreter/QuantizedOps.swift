@@ -1,0 +1,47 @@
+import GraphIR
+
+/// Kernels on compressed weights that are not linear algebra.
+enum QuantizedOps {
+    /// Wraps the dense `gather` kernel: when `x` is a ``QuantizedTensor`` (an int8 embedding
+    /// table) and the gather is along axis 0 with batch_dims 0, only the selected rows are
+    /// dequantized; otherwise the dense kernel runs.
+    static func gatherWrapping(_ dense: @escaping Kernel) -> Kernel {
+        return { inv in
+            guard case let .quantized(q) = try inv.value("x") else { return try dense(inv) }
+            var axis = try inv.int("axis", default: 0)
+            if axis < 0 { axis += q.shape.count }
+            let batchDims = try inv.int("batch_dims", default: 0)
+            guard axis == 0, batchDims == 0, q.shape.count >= 1 else {
+                var values: [String: [RuntimeValue]] = [:]
+                for input in inv.op.inputs { values[input.name] = try [inv.value(input.name)] }
+                values["x"] = [.tensor(q.dequantize())]
+                return try dense(KernelInvocation(op: inv.op, precision: inv.precision, values: values))
+            }
+            let indices = try inv.tensor("indices")
+            let rows = q.shape[0], rowLen = q.shape.dropFirst().reduce(1, *)
+            let blocks = q.blockSizes
+            let sstrides = contiguousStrides(q.scaleShape)
+            let inner = Array(q.shape.dropFirst())
+            let innerStrides = contiguousStrides(inner)
+            var out = [Float](repeating: 0, count: indices.count * rowLen)
+            for (k, raw) in indices.ints.enumerated() {
+                var r = Int(raw)
+                if r < 0 { r += rows }
+                guard r >= 0, r < rows else { throw KernelError("index \(raw) out of range for dimension 0 of size \(rows)") }
+                let srow = (r / blocks[0]) * sstrides[0]
+                for j in 0..<rowLen {
+                    var si = srow, rem = j
+                    for a in 0..<inner.count {
+                        let idx = rem / innerStrides[a]
+                        rem %= innerStrides[a]
+                        si += (idx / blocks[a + 1]) * sstrides[a + 1]
+                    }
+                    out[k * rowLen + j] = q.scale[si] * (Float(q.data[r * rowLen + j]) - (q.offset?[si] ?? 0))
+                }
+            }
+            var t = Tensor(q.dtype, shape: indices.shape + inner, floats: out)
+            Rounding.toStorage(&t)
+            return [.tensor(t)]
+        }
+    }
+}

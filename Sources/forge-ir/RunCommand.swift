@@ -1,0 +1,86 @@
+import Foundation
+import GraphIR
+import Interpreter
+import StateOps
+
+/// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
+/// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--json]`
+enum RunCommand: Command {
+    static let spec = CommandSpec(
+        name: "run",
+        summary: "Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.",
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        options: [
+            .option("function", value: "name", "Function to run (default: the model's default function)."),
+            .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
+            .option("input", value: "name=file.npy", "One input (repeatable; overrides --inputs)."),
+            .option("out", value: "dir", "Write one <output_name>.npy per output."),
+            .option("state-in", value: "dir", "Load states from <dir>/<state>.npy (default: zeros)."),
+            .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
+            .option("precision", value: "fp32|fp16", "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE."),
+            .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
+        ],
+        discussion: """
+        Flexible dimensions are taken from the given arrays and checked against the model's
+        RangeDim bounds or EnumeratedShapes. Without --out, a short line per output is printed.
+        """
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let path = args.positionals[0]
+        let precisionText = args.value("precision") ?? "fp32"
+        guard let precision = Precision(rawValue: precisionText) else {
+            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: "forge-ir run")
+        }
+        var inputs: [String: Tensor] = [:]
+        if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz) }
+        for item in args.values(of: "input") {
+            guard let eq = item.firstIndex(of: "="), eq != item.startIndex else {
+                throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'", helpCommand: "forge-ir run")
+            }
+            inputs[String(item[..<eq])] = try NPY.read(path: String(item[item.index(after: eq)...]))
+        }
+        let model = try ModelLoader.load(path: path)
+        let session = try Session(model: model, function: args.value("function"), precision: precision)
+        if let dir = args.value("state-in") { try session.states.load(from: dir) }
+        let start = DispatchTime.now().uptimeNanoseconds
+        let outputs = try session.predict(inputs)
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        if let dir = args.value("out") {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            for (name, t) in outputs { try NPY.write(t, path: dir + "/" + name + ".npy") }
+        }
+        if let dir = args.value("state-out") { try session.states.save(to: dir) }
+        let names = session.function.outputs.map(\.name)
+        if args.flag("json") {
+            var outs: [JSONValue] = []
+            for n in names {
+                let t = outputs[n]!
+                outs.append(.object([
+                    "name": .string(n), "dtype": .string(t.dtype.rawValue),
+                    "shape": .array(t.shape.map { .int($0) }),
+                    "checksum": .double(checksum(t)),
+                ]))
+            }
+            let json = JSONValue.object([
+                "function": .string(session.function.name),
+                "precision": .string(precision.rawValue),
+                "outputs": .array(outs),
+                "seconds": .double(seconds),
+            ])
+            Console.out(json.render(pretty: true) + "\n")
+        } else {
+            for n in names {
+                let t = outputs[n]!
+                Console.out("\(n): \(t.dtype.rawValue) \(t.shape) checksum \(checksum(t))\n")
+            }
+            Console.err(String(format: "ran '%@' in %.3f s (%@)\n", session.function.name, seconds, precision.rawValue))
+        }
+        return ExitCode.ok
+    }
+
+    /// Sum of the values as Double (NaN/inf propagate): a quick fingerprint of an output.
+    static func checksum(_ t: Tensor) -> Double {
+        t.floats.reduce(0.0) { $0 + Double($1) }
+    }
+}
