@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .library(name: "GraphIR", targets: ["GraphIR"]),
         .library(name: "Interpreter", targets: ["Interpreter"]),
+        .library(name: "Passes", targets: ["Passes"]),
         .library(name: "StateOps", targets: ["StateOps"]),
         .executable(name: "forge-ir", targets: ["forge-ir"]),
     ],
@@ -28,16 +29,24 @@ let package = Package(
             dependencies: ["CProtobufC"]
         ),
         .target(name: "GraphIR", dependencies: ["CoreMLProto"]),
+        // Hot GEMM / int8 loops of the Interpreter (AVX2+FMA picked at run time, portable
+        // fallback); -O3 in every configuration.
+        .target(name: "CKernels", cSettings: [.unsafeFlags(["-O3"])]),
         .target(
             name: "Interpreter",
-            dependencies: ["GraphIR", "CZlib"]
+            dependencies: ["GraphIR", "CZlib", "CKernels"]
         ),
+        .target(name: "Passes", dependencies: ["GraphIR", "Interpreter"]),
         .target(name: "StateOps", dependencies: ["GraphIR", "Interpreter"]),
-        .executableTarget(name: "forge-ir", dependencies: ["GraphIR", "Interpreter", "StateOps"]),
+        .executableTarget(name: "forge-ir", dependencies: ["GraphIR", "Interpreter", "Passes", "StateOps"]),
         .testTarget(
             name: "GraphIRTests",
             dependencies: ["GraphIR"],
             resources: []
+        ),
+        .testTarget(
+            name: "PassesTests",
+            dependencies: ["GraphIR", "Interpreter", "Passes", "StateOps"]
         ),
         .testTarget(
             name: "InterpreterTests",
@@ -47,7 +56,7 @@ let package = Package(
         // dependency makes `swift test` build the executable first.
         .testTarget(
             name: "ForgeCLITests",
-            dependencies: ["forge-ir", "GraphIR"]
+            dependencies: ["forge-ir", "GraphIR", "Interpreter"]
         ),
     ],
     swiftLanguageModes: [.v5]

@@ -52,18 +52,30 @@ enum BlobWalker {
 /// The layout of a fresh `weight.bin`: one record per distinct source blob, in first-use order.
 struct BlobPlan {
     struct Entry {
-        var key: BlobKey
-        /// Keeps the mapping alive while the payload is copied.
-        var file: WeightFile
-        var record: WeightFile.Record
+        enum Source {
+            /// A record of a loaded weight file (the mapping is kept alive while it is copied).
+            case mapped(WeightFile, WeightFile.Record)
+            /// An immediate tensor moved into the weight file (``ImmediateBlob``).
+            case memory([UInt8])
+        }
+        var source: Source
         var dtypeCode: UInt32
         var paddingBits: UInt64
         /// Offset of the new metadata record (payload at +64).
         var metadataOffset: UInt64
+
+        var sizeInBytes: UInt64 {
+            switch source {
+            case let .mapped(_, record): return record.sizeInBytes
+            case let .memory(bytes): return UInt64(bytes.count)
+            }
+        }
     }
 
     var entries: [Entry] = []
     var offsets: [BlobKey: UInt64] = [:]
+    /// Immediate tensors written as blobs (`immediatesAsBlobs`), by element bytes.
+    var immediateOffsets: [ImmediateBlob: UInt64] = [:]
     /// Size of the file to write (no padding after the last payload).
     var fileSize: UInt64 = 64
 
@@ -71,9 +83,12 @@ struct BlobPlan {
 
     static func align64(_ x: UInt64) -> UInt64 { (x + 63) & ~63 }
 
-    /// Resolves every blob reference of `model` and assigns new offsets.
+    /// Resolves every blob reference of `model` and assigns new offsets; with
+    /// `immediatesAsBlobs`, also gives a record (after the mapped ones, in program order,
+    /// identical payloads once) to every immediate tensor that coremltools would store in
+    /// `weight.bin` (``ImmediateBlob``).
     /// - Throws: `WriterFailure` when a reference cannot be resolved to a mapped record.
-    static func make(for model: Model) throws -> BlobPlan {
+    static func make(for model: Model, immediatesAsBlobs: Bool = false) throws -> BlobPlan {
         var plan = BlobPlan()
         var cursor: UInt64 = 64
         try BlobWalker.forEachBlob(in: model.program) { ref, value, ctx in
@@ -101,12 +116,85 @@ struct BlobPlan {
             }
             let meta = cursor
             let dataEnd = meta + 64 + record.sizeInBytes
-            plan.entries.append(Entry(key: key, file: file, record: record, dtypeCode: code, paddingBits: pad, metadataOffset: meta))
+            plan.entries.append(Entry(source: .mapped(file, record), dtypeCode: code, paddingBits: pad, metadataOffset: meta))
             plan.offsets[key] = meta
             plan.fileSize = dataEnd
             cursor = align64(dataEnd)
         }
+        guard immediatesAsBlobs else { return plan }
+        ImmediateBlob.forEachCandidate(in: model.program) { value in
+            guard let blob = ImmediateBlob(value, specificationVersion: model.specificationVersion),
+                  plan.immediateOffsets[blob] == nil, let code = blob.dtype.blobCode else { return }
+            let meta = cursor
+            let dataEnd = meta + 64 + UInt64(blob.bytes.count)
+            plan.entries.append(Entry(source: .memory(blob.bytes), dtypeCode: code, paddingBits: blob.paddingBits, metadataOffset: meta))
+            plan.immediateOffsets[blob] = meta
+            plan.fileSize = dataEnd
+            cursor = align64(dataEnd)
+        }
         return plan
+    }
+}
+
+/// The element bytes of an immediate tensor constant that coremltools 9 would store in
+/// `weight.bin` (facts §5.6, `should_use_weight_file`): at least 10 elements of fp16, fp32,
+/// int8, uint8 or a sub-byte type (held as int8/uint8 arrays there), plus int16, uint16, int32
+/// and uint32 when the model targets iOS18+ (specification version 9+). Identical payloads
+/// share one record.
+struct ImmediateBlob: Hashable {
+    var dtype: DType
+    /// Little-endian element bytes, sub-byte types packed LSB first (as in a blob).
+    var bytes: [UInt8]
+    var paddingBits: UInt64
+
+    init?(_ c: ConstValue, specificationVersion: Int32) {
+        guard case let .tensor(storage) = c.payload, let t = c.type.tensorType, let n = t.elementCount, n >= 10 else { return nil }
+        switch t.dtype {
+        case .fp16, .fp32, .int8, .uint8, .int4, .uint1, .uint2, .uint3, .uint4, .uint6: break
+        case .int16, .uint16, .int32, .uint32: guard specificationVersion >= 9 else { return nil }
+        default: return nil
+        }
+        let width = t.dtype.bitWidth / 8
+        var out: [UInt8]
+        switch storage {
+        case let .bytes(b):
+            guard b.count == t.dtype.byteCount(elements: n) else { return nil }
+            out = b
+        case let .floats(v):
+            guard t.dtype == .fp32, v.count == n else { return nil }
+            out = []
+            out.reserveCapacity(4 * n)
+            for f in v { withUnsafeBytes(of: f.bitPattern.littleEndian) { out += $0 } }
+        case let .ints(v):
+            guard [.int16, .uint16, .int32, .uint32].contains(t.dtype), v.count == n else { return nil }
+            out = []
+            out.reserveCapacity(width * n)
+            for x in v { withUnsafeBytes(of: UInt32(bitPattern: x).littleEndian) { out += $0.prefix(width) } }
+        default:
+            return nil
+        }
+        dtype = t.dtype
+        bytes = out
+        paddingBits = t.dtype.isSubByte ? UInt64(out.count * 8 - n * t.dtype.bitWidth) : 0
+    }
+
+    /// Where coremltools writes constants through its weight-file rule: a `const` op's `val`,
+    /// the parameters of an iOS16 `constexpr_*` op (attributes) and inline operand values
+    /// (iOS18 constexpr inputs); function bodies and nested blocks, in program order.
+    static func forEachCandidate(in program: Program, _ body: (ConstValue) -> Void) {
+        func visit(_ block: Block) {
+            for op in block.operations {
+                if op.type == "const" || op.type.hasPrefix("constexpr_") {
+                    for a in op.attributes where a.name != "name" && (op.type != "const" || a.name == "val") { body(a.value) }
+                }
+                for input in op.inputs { for case let .constant(c) in input.operands { body(c) } }
+                for b in op.blocks { visit(b) }
+            }
+        }
+        for f in program.functions {
+            visit(f.body)
+            for spec in f.otherSpecializations { visit(spec.block) }
+        }
     }
 }
 
@@ -187,20 +275,25 @@ enum BlobFileWriter {
                 var meta = [UInt8](repeating: 0, count: 64)
                 store(UInt32(0xDEAD_BEEF), &meta, 0)
                 store(e.dtypeCode, &meta, 4)
-                store(e.record.sizeInBytes, &meta, 8)
+                store(e.sizeInBytes, &meta, 8)
                 store(e.metadataOffset + 64, &meta, 16)
                 store(e.paddingBits, &meta, 24)
                 try PosixIO.writeAll(fd, meta, path)
-                let payload = e.file.payload(e.record)
-                if let base = payload.baseAddress {
-                    var done = 0
-                    while done < payload.count {
-                        let n = min(chunkSize, payload.count - done)
-                        try PosixIO.writeAll(fd, base + done, n, path)
-                        done += n
+                switch e.source {
+                case let .mapped(file, record):
+                    let payload = file.payload(record)
+                    if let base = payload.baseAddress {
+                        var done = 0
+                        while done < payload.count {
+                            let n = min(chunkSize, payload.count - done)
+                            try PosixIO.writeAll(fd, base + done, n, path)
+                            done += n
+                        }
                     }
+                case let .memory(bytes):
+                    try PosixIO.writeAll(fd, bytes, path)
                 }
-                position = e.metadataOffset + 64 + e.record.sizeInBytes
+                position = e.metadataOffset + 64 + e.sizeInBytes
             }
             precondition(position == plan.fileSize || plan.entries.isEmpty)
         }

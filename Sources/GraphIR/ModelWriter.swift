@@ -12,6 +12,18 @@ public enum ModelWriter {
     /// How the program refers to the weight file of a written package.
     public static let packageWeightReference = "@model_path/weights/weight.bin"
 
+    /// Choices of `writePackage`.
+    public struct PackageOptions {
+        /// Store large immediate tensors in `weight.bin` as coremltools 9 does (facts §5.6): at
+        /// least 10 elements of fp16/fp32/int8/uint8/sub-byte, plus int16/uint16/int32/uint32
+        /// for specification version 9+, where coremltools applies the rule (a `const`'s `val`,
+        /// iOS16 constexpr parameters, inline constexpr operands). Passes create such
+        /// immediates (folded constants, transposed compressed weights); coremltools' own files
+        /// never hold them inline. Off: immediates stay inline, exactly as in the IR.
+        public var largeImmediatesAsBlobs = true
+        public init(largeImmediatesAsBlobs: Bool = true) { self.largeImmediatesAsBlobs = largeImmediatesAsBlobs }
+    }
+
     /// Writes `model` as an `.mlpackage` folder at `path`.
     ///
     /// Layout (as coremltools 9 writes it):
@@ -25,8 +37,10 @@ public enum ModelWriter {
     /// `weight.bin` is a fresh MIL blob storage v2 file holding every blob payload the program
     /// references (const values, constexpr attributes and inline operands, nested anywhere),
     /// copied in chunks from the source weight files, each distinct (source file, offset)
-    /// once. In the written spec every such reference names `@model_path/weights/weight.bin`
-    /// and its new offset; `model` itself is not modified. Writing over the package the model
+    /// once; then (`options.largeImmediatesAsBlobs`, the default) the large immediate
+    /// tensors coremltools would store there, identical payloads once. In the written spec
+    /// every such reference names `@model_path/weights/weight.bin` and its new offset; `model`
+    /// itself is not modified. Writing over the package the model
     /// was loaded from is supported (the sources stay mapped until the model is released).
     ///
     /// The package is built in `<path>.tmp-<random>` next to `path`, fsynced, then renamed to
@@ -36,13 +50,14 @@ public enum ModelWriter {
     ///   not exist, `path` exists but is not an `.mlpackage` folder (or an empty folder), a blob
     ///   is not backed by a loaded weight file, a string holds a NUL character, a dimension is
     ///   negative, or any file operation fails. Nothing is left behind on failure.
-    public static func writePackage(_ model: Model, to path: String) throws {
+    public static func writePackage(_ model: Model, to path: String, options: PackageOptions = PackageOptions()) throws {
         let dest = normalize(path)
         do {
             let parent = try checkParent(of: dest)
             try checkReplaceable(dest, expectPackage: true)
-            let plan = try BlobPlan.make(for: model)
-            let spec = try SpecEncoder(model: model, blobOffsets: plan.offsets, blobFileName: packageWeightReference).serialize()
+            let plan = try BlobPlan.make(for: model, immediatesAsBlobs: options.largeImmediatesAsBlobs)
+            let spec = try SpecEncoder(model: model, blobOffsets: plan.offsets, blobFileName: packageWeightReference,
+                                       immediateOffsets: plan.immediateOffsets).serialize()
 
             let tmp = dest + ".tmp-" + randomSuffix()
             do {

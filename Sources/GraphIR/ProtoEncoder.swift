@@ -134,11 +134,14 @@ struct SpecEncoder {
     /// Blob references whose key is here are rewritten to (`blobFileName`, offset).
     let blobOffsets: [BlobKey: UInt64]
     let blobFileName: String
+    /// Immediate tensors written as blobs (`blobFileName`, offset) instead of inline.
+    let immediateOffsets: [ImmediateBlob: UInt64]
 
-    init(model: Model, blobOffsets: [BlobKey: UInt64], blobFileName: String) {
+    init(model: Model, blobOffsets: [BlobKey: UInt64], blobFileName: String, immediateOffsets: [ImmediateBlob: UInt64] = [:]) {
         self.model = model
         self.blobOffsets = blobOffsets
         self.blobFileName = blobFileName
+        self.immediateOffsets = immediateOffsets
     }
 
     /// Serialized `Model` message bytes.
@@ -387,12 +390,13 @@ struct SpecEncoder {
     /// A map<string, Value> as an array of entry messages, in IR order.
     private func attributes<E>(
         _ attrs: [Attribute], _ ctx: String,
-        _ initialize: (UnsafeMutablePointer<E>?) -> Void,
+        _ initialize: (UnsafeMutablePointer<E>?) -> Void, weights: Set<String> = [],
         _ set: (UnsafeMutablePointer<E>, UnsafeMutablePointer<CChar>, UnsafeMutablePointer<PValue>) -> Void
     ) throws -> (Int, UnsafeMutablePointer<UnsafeMutablePointer<E>?>?) {
         let items = try attrs.map { a -> UnsafeMutablePointer<E>? in
             let e: UnsafeMutablePointer<E> = arena.message(initialize)
-            set(e, try arena.string(a.name, "\(ctx) attribute name"), try encodeValue(a.value, "\(ctx) attribute '\(a.name)'"))
+            set(e, try arena.string(a.name, "\(ctx) attribute name"),
+                try encodeValue(a.value, "\(ctx) attribute '\(a.name)'", weight: weights.contains(a.name)))
             return e
         }
         return (items.count, arena.array(items))
@@ -463,7 +467,7 @@ struct SpecEncoder {
                     bp.pointee.name = try arena.string(v.name, "\(ctx) input '\(input.name)' value name")
                 case let .constant(c):
                     bp.pointee.binding_case = CORE_ML__SPECIFICATION__MILSPEC__ARGUMENT__BINDING__BINDING_VALUE
-                    bp.pointee.value = try encodeValue(c, "\(ctx) input '\(input.name)'")
+                    bp.pointee.value = try encodeValue(c, "\(ctx) input '\(input.name)'", weight: true)
                 }
                 return bp
             }
@@ -480,8 +484,10 @@ struct SpecEncoder {
         let blocks = try op.blocks.enumerated().map { Optional(try encodeBlock($0.element, "\(ctx) block \($0.offset)")) }
         p.pointee.n_blocks = blocks.count
         p.pointee.blocks = arena.array(blocks)
+        // A const's `val` and iOS16 constexpr parameters may go to the weight file (ImmediateBlob).
+        let weights = op.type == "const" ? ["val"] : op.type.hasPrefix("constexpr_") ? op.attributes.map(\.name).filter { $0 != "name" } : []
         (p.pointee.n_attributes, p.pointee.attributes) = try attributes(
-            op.attributes, ctx, core_ml__specification__milspec__operation__attributes_entry__init
+            op.attributes, ctx, core_ml__specification__milspec__operation__attributes_entry__init, weights: Set(weights)
         ) { e, k, v in e.pointee.key = k; e.pointee.value = v }
         return p
     }
@@ -554,10 +560,22 @@ struct SpecEncoder {
 
     // MARK: Values
 
-    private func encodeValue(_ c: ConstValue, _ ctx: String) throws -> UnsafeMutablePointer<PValue> {
+    /// - Parameter weight: `c` stands where coremltools applies its weight-file rule; an
+    ///   immediate tensor listed in `immediateOffsets` is then written as a blob reference.
+    private func encodeValue(_ c: ConstValue, _ ctx: String, weight: Bool = false) throws -> UnsafeMutablePointer<PValue> {
         let p: UnsafeMutablePointer<PValue> = arena.message(core_ml__specification__milspec__value__init)
         p.pointee.docstring = try arena.string(c.docString, "\(ctx) docString")
         p.pointee.type = try encodeType(c.type, ctx)
+        if weight, !immediateOffsets.isEmpty, let blob = ImmediateBlob(c, specificationVersion: model.specificationVersion),
+           let off = immediateOffsets[blob] {
+            let bp: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__BlobFileValue> =
+                arena.message(core_ml__specification__milspec__value__blob_file_value__init)
+            bp.pointee.filename = try arena.string(blobFileName, "blob file name")
+            bp.pointee.offset = off
+            p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE
+            p.pointee.blobfilevalue = bp
+            return p
+        }
         if case let .blob(ref) = c.payload {
             let bp: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__BlobFileValue> =
                 arena.message(core_ml__specification__milspec__value__blob_file_value__init)

@@ -3,6 +3,9 @@
 enum KernelFamilies {
     static let all: [[String: Kernel]] = [
         ConstexprKernels.table,
+        MatmulKernels.table,
+        ElementwiseKernels.table, ActivationKernels.table, ReductionKernels.table, NormKernels.table,
         StateKernels.table,
+        ShapeKernels.table,
     ]
 }

@@ -96,7 +96,8 @@ public struct SliceRegion {
             let n = shape[a], s = stride[a]
             guard s != 0 else { throw KernelError("stride 0 on axis \(a)") }
             if sm[a] {
-                var b = begin[a]
+                // With begin_mask also set, the reference takes index 0.
+                var b = bm[a] ? 0 : begin[a]
                 if b < 0 { b += n }
                 guard b >= 0, b < n else { throw KernelError("squeezed index \(begin[a]) outside dimension \(a) of size \(n)") }
                 starts.append(b)

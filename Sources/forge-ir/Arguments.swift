@@ -80,17 +80,19 @@ enum ArgumentParser {
                 continue
             }
             if a == "--" { onlyPositionals = true; continue }
-            guard a.hasPrefix("--") else {
+            // Single-letter options take one dash (`-o out`); everything else two.
+            let short = !a.hasPrefix("--") && a.count == 2
+            guard a.hasPrefix("--") || (short && spec.options.contains { $0.name == String(a.dropFirst()) }) else {
                 throw UsageError(message: "unknown option '\(a)'", helpCommand: helpCommand)
             }
-            var name = String(a.dropFirst(2))
+            var name = String(a.dropFirst(short ? 1 : 2))
             var inlineValue: String?
             if let eq = name.firstIndex(of: "=") {
                 inlineValue = String(name[name.index(after: eq)...])
                 name = String(name[..<eq])
             }
             guard let opt = spec.options.first(where: { $0.name == name }) else {
-                throw UsageError(message: "unknown option '--\(name)'", helpCommand: helpCommand)
+                throw UsageError(message: "unknown option '\(short ? "-" : "--")\(name)'", helpCommand: helpCommand)
             }
             if opt.valueName == nil {
                 if inlineValue != nil {
@@ -120,10 +122,13 @@ enum ArgumentParser {
         return result
     }
 
+    /// `-` for single-letter options, `--` otherwise.
+    static func dashes(_ name: String) -> String { name.count == 1 ? "-" : "--" }
+
     static func usageLine(_ spec: CommandSpec) -> String {
         var parts = ["\(toolName) \(spec.name)"]
         for p in spec.positionals { parts.append(p.optional ? "[<\(p.name)>]" : "<\(p.name)>") }
-        for o in spec.options { parts.append(o.valueName.map { "[--\(o.name) <\($0)>]" } ?? "[--\(o.name)]") }
+        for o in spec.options { parts.append(o.valueName.map { "[\(dashes(o.name))\(o.name) <\($0)>]" } ?? "[\(dashes(o.name))\(o.name)]") }
         return parts.joined(separator: " ")
     }
 
@@ -136,7 +141,7 @@ enum ArgumentParser {
         }
         out += "\nOPTIONS:\n"
         for o in spec.options {
-            out += row("--\(o.name)" + (o.valueName.map { " <\($0)>" } ?? ""), o.help)
+            out += row(dashes(o.name) + o.name + (o.valueName.map { " <\($0)>" } ?? ""), o.help)
         }
         out += row("-h, --help", "Show help for this verb.")
         if !spec.discussion.isEmpty { out += "\n" + spec.discussion + (spec.discussion.hasSuffix("\n") ? "" : "\n") }

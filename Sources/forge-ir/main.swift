@@ -11,6 +11,8 @@ import Interpreter
 let commands: [Command.Type] = [
     DumpCommand.self,
     RunCommand.self,
+    OptimizeCommand.self,
+    DiagnoseCommand.self,
 ]
 
 let version = "0.1.0"

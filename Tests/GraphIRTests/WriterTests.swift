@@ -57,6 +57,10 @@ final class WriterTests: XCTestCase {
     /// main(x: fp32[10]) with an immediate const, two consts sharing blob A, a nested blob use,
     /// an iOS18 constexpr with inline blob + immediate operands, a sub-byte blob, a variadic
     /// concat, and an unused record in the source file.
+    /// `buildModel`'s fp32[10] immediate `c0` stays inline (the default moves it to weight.bin,
+    /// see `testLargeImmediatesMoveToWeightFile`).
+    static let keepImmediates = ModelWriter.PackageOptions(largeImmediatesAsBlobs: false)
+
     func buildModel(_ dir: String) throws -> Built {
         let a = Self.floatsBytes((0..<10).map { Float($0) * 0.5 })
         let b = (0..<16).flatMap { i -> [UInt8] in let h = Half.fromFloat(Float(i)); return [UInt8(h & 0xFF), UInt8(h >> 8)] }
@@ -173,7 +177,7 @@ final class WriterTests: XCTestCase {
         let dir = try Fixtures.tempDir(self)
         let built = try buildModel(dir)
         let pkg = dir + "/out.mlpackage"
-        try ModelWriter.writePackage(built.model, to: pkg)
+        try ModelWriter.writePackage(built.model, to: pkg, options: Self.keepImmediates)
 
         XCTAssertEqual(siblings(dir), ["out.mlpackage", "src.bin"], "no temporary folders left behind")
         let weights = [UInt8](try Data(contentsOf: URL(fileURLWithPath: pkg + Fixtures.weightSubpath)))
@@ -329,13 +333,13 @@ final class WriterTests: XCTestCase {
         let dir = try Fixtures.tempDir(self)
         let built = try buildModel(dir)
         let pkg = dir + "/rt.mlpackage"
-        try ModelWriter.writePackage(built.model, to: pkg)
+        try ModelWriter.writePackage(built.model, to: pkg, options: Self.keepImmediates)
         let loaded = try ModelLoader.load(path: pkg)
         XCTAssertEqual(IREquivalence.differences(built.model, loaded), [])
 
         // Writing the reloaded model again gives byte-identical files.
         let pkg2 = dir + "/rt2.mlpackage"
-        try ModelWriter.writePackage(loaded, to: pkg2)
+        try ModelWriter.writePackage(loaded, to: pkg2, options: Self.keepImmediates)
         for sub in [Fixtures.specSubpath, Fixtures.weightSubpath] {
             XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: pkg + sub)), try Data(contentsOf: URL(fileURLWithPath: pkg2 + sub)), sub)
         }
@@ -457,7 +461,7 @@ final class WriterTests: XCTestCase {
         let dir = try Fixtures.tempDir(self)
         let built = try buildModel(dir)
         let pkg = dir + "/m.mlpackage"
-        try ModelWriter.writePackage(built.model, to: pkg)
+        try ModelWriter.writePackage(built.model, to: pkg, options: Self.keepImmediates)
         // A stray file in the old package must disappear with it.
         _ = FileManager.default.createFile(atPath: pkg + "/stray.txt", contents: Data("x".utf8))
         try ModelWriter.writePackage(tinyModel(), to: pkg)
@@ -467,9 +471,9 @@ final class WriterTests: XCTestCase {
         XCTAssertEqual(IREquivalence.differences(tinyModel(), try ModelLoader.load(path: pkg)), [])
 
         // And back: the package the model was loaded from can be its own destination.
-        try ModelWriter.writePackage(built.model, to: pkg)
+        try ModelWriter.writePackage(built.model, to: pkg, options: Self.keepImmediates)
         let loaded = try ModelLoader.load(path: pkg)
-        try ModelWriter.writePackage(loaded, to: pkg)
+        try ModelWriter.writePackage(loaded, to: pkg, options: Self.keepImmediates)
         XCTAssertEqual(IREquivalence.differences(built.model, loaded), [])
         XCTAssertEqual(IREquivalence.differences(built.model, try ModelLoader.load(path: pkg)), [])
         XCTAssertEqual(siblings(dir), ["m.mlpackage", "src.bin"])

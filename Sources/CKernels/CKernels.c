@@ -1,0 +1,393 @@
+// See include/CKernels.h. Every kernel body below is written once with GCC/Clang vector
+// extensions (8 x float) as an always-inline function, then instantiated twice: inside a
+// `target("avx2,fma")` function (x86-64 only) and inside a plain function compiled for the
+// baseline ISA. The public entry points choose one at run time (fk_simd_level).
+//
+// The fp32 kernels are dot-product shaped ("NT": both operands walk along K contiguously)
+// with a 4x3 register tile of 8-wide accumulators (12 of the 16 ymm registers), or an
+// outer-product tile for "NN" (A broadcast, B rows along N). `c += a * b` contracts to one
+// FMA under -ffp-contract=on (clang's default) where FMA exists.
+
+#include "CKernels.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef float v8f __attribute__((vector_size(32)));
+typedef int8_t v8b __attribute__((vector_size(8)));
+
+#define AI static inline __attribute__((always_inline))
+
+AI v8f ld8(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
+AI void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+AI v8f ldq8(const int8_t *p) { v8b b; memcpy(&b, p, sizeof b); return __builtin_convertvector(b, v8f); }
+AI v8f splat(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
+AI float hsum8(v8f v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
+AI long lmin(long a, long b) { return a < b ? a : b; }
+
+/// Rows of A kept hot in L2 while the tiles walk all of B.
+#define L2_BYTES_FOR_A (192L * 1024L)
+
+// MARK: - NT: C = A · Bᵀ
+
+AI void nt_tile(const int mr, const int nr, long K, const float *A, long lda, const float *B, long ldb,
+                float *C, long ldc, const float *bias, int acc) {
+    v8f c[4][4];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) c[i][j] = splat(0);
+    long k = 0;
+    for (; k + 8 <= K; k += 8) {
+        v8f b[4];
+        for (int j = 0; j < nr; j++) b[j] = ld8(B + j * ldb + k);
+        for (int i = 0; i < mr; i++) {
+            v8f a = ld8(A + i * lda + k);
+            for (int j = 0; j < nr; j++) c[i][j] += a * b[j];
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        for (int j = 0; j < nr; j++) {
+            float s = hsum8(c[i][j]);
+            for (long kk = k; kk < K; kk++) s += A[i * lda + kk] * B[j * ldb + kk];
+            if (bias) s += bias[j];
+            float *d = C + i * ldc + j;
+            *d = acc ? *d + s : s;
+        }
+    }
+}
+
+#define NT_CASE(MR, NR) \
+    case (MR) * 8 + (NR): nt_tile(MR, NR, K, A, lda, B, ldb, C, ldc, bias, acc); break;
+
+AI void nt_tile_any(int mr, int nr, long K, const float *A, long lda, const float *B, long ldb,
+                    float *C, long ldc, const float *bias, int acc) {
+    switch (mr * 8 + nr) {
+        NT_CASE(1, 1) NT_CASE(1, 2) NT_CASE(1, 3) NT_CASE(1, 4)
+        NT_CASE(2, 1) NT_CASE(2, 2) NT_CASE(2, 3) NT_CASE(2, 4)
+        NT_CASE(3, 1) NT_CASE(3, 2) NT_CASE(3, 3) NT_CASE(3, 4)
+        NT_CASE(4, 1) NT_CASE(4, 2) NT_CASE(4, 3)
+        default: break;
+    }
+}
+
+AI void sgemm_nt_body(long M, long N, long K, const float *A, long lda, const float *B, long ldb,
+                      float *C, long ldc, const float *bias, int acc) {
+    if (M <= 0 || N <= 0) return;
+    if (M < 4) {
+        // Matrix-vector shape: each x row against 4 weight rows at a time.
+        for (long n = 0; n < N; n += 4) {
+            int nr = (int)lmin(4, N - n);
+            nt_tile_any((int)M, nr, K, A, lda, B + n * ldb, ldb, C + n, ldc, bias ? bias + n : NULL, acc);
+        }
+        return;
+    }
+    long mc = L2_BYTES_FOR_A / ((K > 0 ? K : 1) * (long)sizeof(float));
+    mc = mc / 4 * 4;
+    if (mc < 4) mc = 4;
+    for (long m0 = 0; m0 < M; m0 += mc) {
+        long m1 = lmin(M, m0 + mc);
+        for (long n = 0; n < N; n += 3) {
+            int nr = (int)lmin(3, N - n);
+            for (long m = m0; m < m1; m += 4) {
+                int mr = (int)lmin(4, m1 - m);
+                nt_tile_any(mr, nr, K, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc,
+                            bias ? bias + n : NULL, acc);
+            }
+        }
+    }
+}
+
+// MARK: - NN: C = A · B
+
+AI void nn_tile(const int mr, const int nv, long K, const float *A, long lda, const float *B, long ldb,
+                float *C, long ldc, const float *bias, int acc) {
+    v8f c[6][4];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nv; j++) c[i][j] = splat(0);
+    for (long k = 0; k < K; k++) {
+        v8f b[4];
+        for (int j = 0; j < nv; j++) b[j] = ld8(B + k * ldb + 8 * j);
+        for (int i = 0; i < mr; i++) {
+            v8f a = splat(A[i * lda + k]);
+            for (int j = 0; j < nv; j++) c[i][j] += a * b[j];
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        for (int j = 0; j < nv; j++) {
+            v8f v = c[i][j];
+            if (bias) v += ld8(bias + 8 * j);
+            float *d = C + i * ldc + 8 * j;
+            if (acc) v += ld8(d);
+            st8(d, v);
+        }
+    }
+}
+
+#define NN_CASE(MR, NV) \
+    case (MR) * 8 + (NV): nn_tile(MR, NV, K, A, lda, B, ldb, C, ldc, bias, acc); break;
+
+AI void nn_tile_any(int mr, int nv, long K, const float *A, long lda, const float *B, long ldb,
+                    float *C, long ldc, const float *bias, int acc) {
+    switch (mr * 8 + nv) {
+        NN_CASE(1, 1) NN_CASE(1, 2) NN_CASE(1, 4)
+        NN_CASE(2, 1) NN_CASE(2, 2) NN_CASE(2, 4)
+        NN_CASE(3, 1) NN_CASE(3, 2) NN_CASE(3, 4)
+        NN_CASE(4, 1) NN_CASE(4, 2)
+        NN_CASE(5, 1) NN_CASE(5, 2)
+        NN_CASE(6, 1) NN_CASE(6, 2)
+        default: break;
+    }
+}
+
+AI void sgemm_nn_body(long M, long N, long K, const float *A, long lda, const float *B, long ldb,
+                      float *C, long ldc, const float *bias, int acc) {
+    if (M <= 0 || N <= 0) return;
+    const long n8 = N / 8 * 8;
+    // Columns in strips of 32 (small M) or 16, then of 8.
+    const int small = M <= 3;
+    const int mrMax = small ? (int)M : 6;
+    const int nvMax = small ? 4 : 2;
+    long mc = L2_BYTES_FOR_A / ((K > 0 ? K : 1) * (long)sizeof(float));
+    mc = mc / 6 * 6;
+    if (mc < 6) mc = 6;
+    for (long m0 = 0; m0 < M; m0 += mc) {
+        long m1 = lmin(M, m0 + mc);
+        long n = 0;
+        while (n < n8) {
+            int nv = (n + 8 * nvMax <= n8) ? nvMax : 1;
+            for (long m = m0; m < m1; m += mrMax) {
+                int mr = (int)lmin(mrMax, m1 - m);
+                nn_tile_any(mr, nv, K, A + m * lda, lda, B + n, ldb, C + m * ldc + n, ldc,
+                            bias ? bias + n : NULL, acc);
+            }
+            n += 8 * nv;
+        }
+        // Column tail (< 8 columns).
+        for (long m = m0; m < m1; m++) {
+            for (long j = n8; j < N; j++) {
+                float s = 0;
+                for (long k = 0; k < K; k++) s += A[m * lda + k] * B[k * ldb + j];
+                if (bias) s += bias[j];
+                float *d = C + m * ldc + j;
+                *d = acc ? *d + s : s;
+            }
+        }
+    }
+}
+
+// MARK: - int8 block-quantized weights
+
+AI void dequant_body(const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo) {
+    const long bc = W->block_cols;
+    const int fast = bc % 8 == 0 && c0 % bc == 0 && cols % bc == 0;
+    for (long i = 0; i < rows; i++) {
+        const long r = r0 + i;
+        const int8_t *q = W->data + r * W->ld;
+        const long srow = (r / W->block_rows) * W->scale_ld;
+        const float *s = W->scale + srow;
+        const float *o = W->offset ? W->offset + srow : NULL;
+        float *d = out + i * ldo;
+        if (fast) {
+            for (long c = 0; c < cols; c += bc) {
+                const long b = (c0 + c) / bc;
+                const v8f sv = splat(s[b]), ov = splat(o ? o[b] : 0.0f);
+                for (long e = c; e < c + bc; e += 8) st8(d + e, (ldq8(q + c0 + e) - ov) * sv);
+            }
+        } else {
+            for (long c = 0; c < cols; c++) {
+                const long b = (c0 + c) / bc;
+                d[c] = ((float)q[c0 + c] - (o ? o[b] : 0.0f)) * s[b];
+            }
+        }
+    }
+}
+
+/// `nr` (≤ 4) weight rows starting at absolute row `n` against one activation row `x`:
+/// per block, an 8-wide float accumulator of x·q per row (and of Σx when there is an
+/// offset), then `total += scale * (acc - offset * Σx)`. Needs block_cols % 8 == 0.
+AI void q_rows(const int nr, const int has_off, long K, const float *x, const fk_qmatrix *W, long n,
+               float *y, const float *bias, int acc) {
+    const long bc = W->block_cols;
+    const long nb = K / bc;
+    const int8_t *q[4];
+    const float *s[4];
+    const float *o[4];
+    for (int r = 0; r < nr; r++) {
+        q[r] = W->data + (n + r) * W->ld;
+        long srow = ((n + r) / W->block_rows) * W->scale_ld;
+        s[r] = W->scale + srow;
+        o[r] = has_off ? W->offset + srow : NULL;
+    }
+    v8f t[4];
+    for (int r = 0; r < nr; r++) t[r] = splat(0);
+    for (long b = 0; b < nb; b++) {
+        v8f a[4], xs = splat(0);
+        for (int r = 0; r < nr; r++) a[r] = splat(0);
+        for (long i = b * bc; i < (b + 1) * bc; i += 8) {
+            v8f xv = ld8(x + i);
+            if (has_off) xs += xv;
+            for (int r = 0; r < nr; r++) a[r] += xv * ldq8(q[r] + i);
+        }
+        for (int r = 0; r < nr; r++) {
+            if (has_off) a[r] -= xs * o[r][b];
+            t[r] += a[r] * s[r][b];
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        float v = hsum8(t[r]);
+        if (bias) v += bias[r];
+        y[r] = acc ? y[r] + v : v;
+    }
+}
+
+#define Q_CASE(NR, OFF) \
+    case (NR) * 2 + (OFF): q_rows(NR, OFF, K, x, W, n, y, bias, acc); break;
+
+AI void q_rows_any(int nr, int has_off, long K, const float *x, const fk_qmatrix *W, long n, float *y,
+                   const float *bias, int acc) {
+    switch (nr * 2 + has_off) {
+        Q_CASE(1, 0) Q_CASE(2, 0) Q_CASE(3, 0) Q_CASE(4, 0)
+        Q_CASE(1, 1) Q_CASE(2, 1) Q_CASE(3, 1) Q_CASE(4, 1)
+        default: break;
+    }
+}
+
+/// Up to this many activation rows, int8 rows are dotted directly (per row); above it, a
+/// panel of weight rows is dequantized to fp32 once and shared by all activation rows.
+#define Q_DIRECT_MAX_M 3
+#define Q_PANEL_ROWS 24
+
+AI void qgemm_nt_body(long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0,
+                      float *C, long ldc, const float *bias, int acc) {
+    if (M <= 0 || N <= 0) return;
+    const int has_off = W->offset != NULL;
+    if (M <= Q_DIRECT_MAX_M && W->block_cols % 8 == 0 && K % W->block_cols == 0) {
+        for (long j = 0; j < N; j += 4) {
+            int nr = (int)lmin(4, N - j);
+            for (long m = 0; m < M; m++)
+                q_rows_any(nr, has_off, K, A + m * lda, W, n0 + j, C + m * ldc + j, bias ? bias + j : NULL, acc);
+        }
+        return;
+    }
+    const long P = lmin(Q_PANEL_ROWS, N);
+    float *panel = NULL;
+    if (posix_memalign((void **)&panel, 64, (size_t)(P * (K > 0 ? K : 1)) * sizeof(float)) != 0) {
+        // No memory for a panel: one row at a time on the stack-free scalar route.
+        for (long j = 0; j < N; j++) {
+            for (long m = 0; m < M; m++) {
+                float s = 0;
+                for (long k = 0; k < K; k++) {
+                    const long r = n0 + j, srow = (r / W->block_rows) * W->scale_ld, b = k / W->block_cols;
+                    s += A[m * lda + k] * (((float)W->data[r * W->ld + k] - (has_off ? W->offset[srow + b] : 0.0f)) * W->scale[srow + b]);
+                }
+                if (bias) s += bias[j];
+                C[m * ldc + j] = acc ? C[m * ldc + j] + s : s;
+            }
+        }
+        return;
+    }
+    for (long j = 0; j < N; j += P) {
+        long rows = lmin(P, N - j);
+        dequant_body(W, n0 + j, rows, 0, K, panel, K);
+        sgemm_nt_body(M, rows, K, A, lda, panel, K, C + j, ldc, bias ? bias + j : NULL, acc);
+    }
+    free(panel);
+}
+
+// MARK: - softmax
+
+AI void softmax_body(float *x, long rows, long n, long ld) {
+    for (long r = 0; r < rows; r++) {
+        float *p = x + r * ld;
+        float m = -INFINITY;
+        for (long i = 0; i < n; i++) m = p[i] > m ? p[i] : m;
+        if (m == -INFINITY) {
+            for (long i = 0; i < n; i++) p[i] = NAN;
+            continue;
+        }
+        float s = 0;
+        for (long i = 0; i < n; i++) {
+            float e = expf(p[i] - m);
+            p[i] = e;
+            s += e;
+        }
+        for (long i = 0; i < n; i++) p[i] = p[i] / s;
+    }
+}
+
+// MARK: - instantiation and dispatch
+
+#define ARGS_NT long M, long N, long K, const float *A, long lda, const float *B, long ldb, float *C, long ldc, const float *bias, int acc
+#define ARGS_Q long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0, float *C, long ldc, const float *bias, int acc
+#define ARGS_DQ const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo
+
+static void sgemm_nt_gen(ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+static void sgemm_nn_gen(ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+static void qgemm_nt_gen(ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc); }
+static void dequant_gen(ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo); }
+
+#if defined(__x86_64__) || defined(__i386__)
+#define HAVE_AVX2_PATH 1
+#define AVX2 __attribute__((target("avx2,fma")))
+static AVX2 void sgemm_nt_avx2(ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+static AVX2 void sgemm_nn_avx2(ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+static AVX2 void qgemm_nt_avx2(ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc); }
+static AVX2 void dequant_avx2(ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo); }
+#else
+#define HAVE_AVX2_PATH 0
+#endif
+
+static int detected_level(void) {
+#if HAVE_AVX2_PATH
+    __builtin_cpu_init();
+    return (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+static int g_level = -1;
+
+int fk_simd_level(void) {
+    int l = __atomic_load_n(&g_level, __ATOMIC_RELAXED);
+    if (l < 0) {
+        l = detected_level();
+        __atomic_store_n(&g_level, l, __ATOMIC_RELAXED);
+    }
+    return l;
+}
+
+void fk_set_simd_level(int level) {
+    int d = detected_level();
+    __atomic_store_n(&g_level, level < 0 ? d : (level < d ? level : d), __ATOMIC_RELAXED);
+}
+
+void fk_sgemm_nt(ARGS_NT) {
+#if HAVE_AVX2_PATH
+    if (fk_simd_level() >= 1) { sgemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
+#endif
+    sgemm_nt_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
+}
+
+void fk_sgemm_nn(ARGS_NT) {
+#if HAVE_AVX2_PATH
+    if (fk_simd_level() >= 1) { sgemm_nn_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
+#endif
+    sgemm_nn_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
+}
+
+void fk_qgemm_nt(ARGS_Q) {
+#if HAVE_AVX2_PATH
+    if (fk_simd_level() >= 1) { qgemm_nt_avx2(M, N, K, A, lda, W, n0, C, ldc, bias, acc); return; }
+#endif
+    qgemm_nt_gen(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
+}
+
+void fk_dequant(ARGS_DQ) {
+#if HAVE_AVX2_PATH
+    if (fk_simd_level() >= 1) { dequant_avx2(W, r0, rows, c0, cols, out, ldo); return; }
+#endif
+    dequant_gen(W, r0, rows, c0, cols, out, ldo);
+}
+
+void fk_softmax_rows(float *x, long rows, long n, long ld) { softmax_body(x, rows, n, ld); }

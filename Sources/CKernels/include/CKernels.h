@@ -1,0 +1,56 @@
+// Hot loops of the Interpreter's linear-algebra kernels (GEMM, int8 block-quantized GEMM,
+// softmax rows). Built at -O3 in every configuration; each entry point picks an AVX2+FMA
+// body at run time when the CPU has it, else the portable body (same source, compiled for the
+// baseline ISA). The Swift side keeps a plain scalar reference for each (GEMM.swift,
+// QuantizedGEMM.swift). All matrices are row-major with explicit leading dimensions.
+#ifndef FORGE_CKERNELS_H
+#define FORGE_CKERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// 0 = portable, 1 = AVX2+FMA (x86-64 only).
+int fk_simd_level(void);
+/// Forces a level (clamped to what the CPU supports); -1 restores detection. For tests.
+void fk_set_simd_level(int level);
+
+/// C[m, n] (+)= sum_k A[m*lda + k] * B[n*ldb + k] (+ bias[n]).  (A · Bᵀ, "NT")
+void fk_sgemm_nt(long M, long N, long K, const float *A, long lda, const float *B, long ldb,
+                 float *C, long ldc, const float *bias, int accumulate);
+
+/// C[m, n] (+)= sum_k A[m*lda + k] * B[k*ldb + n] (+ bias[n]).  (A · B, "NN")
+void fk_sgemm_nn(long M, long N, long K, const float *A, long lda, const float *B, long ldb,
+                 float *C, long ldc, const float *bias, int accumulate);
+
+/// A block-quantized matrix: value(r, c) = scale[s] * (data[r*ld + c] - offset[s]) with
+/// s = (r / block_rows) * scale_ld + c / block_cols. `offset` may be NULL.
+typedef struct {
+    const int8_t *data;
+    long ld;
+    const float *scale;
+    const float *offset;
+    long block_rows;
+    long block_cols;
+    long scale_ld;
+} fk_qmatrix;
+
+/// C[m, j] (+)= sum_k A[m*lda + k] * W(n0 + j, k) (+ bias[j]) for j < N: A · Wᵀ with W's rows
+/// n0 ..< n0+N, dequantized on the fly (never materialised beyond a few rows).
+void fk_qgemm_nt(long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0,
+                 float *C, long ldc, const float *bias, int accumulate);
+
+/// out[i*ldo + c] = W(r0 + i, c0 + c) for i < rows, c < cols.
+void fk_dequant(const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo);
+
+/// Softmax of each row x[r*ld ..< r*ld + n] in place (max-subtracted; a row of all -inf
+/// becomes NaN, as in torch).
+void fk_softmax_rows(float *x, long rows, long n, long ld);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,125 @@
+import CKernels
+
+/// Products with a block-quantized weight (``QuantizedTensor``: int8 data, one scale — and
+/// optionally one offset — per block), computed on the int8 data with the dequantization
+/// fused into the loop; the dense weight is never materialised.
+///
+/// `fk_qgemm_nt` (CKernels) works like llama.cpp's Q8_0 dot product, but keeps the
+/// activations in fp32: for one to three activation rows, each block of int8 weights is
+/// widened in registers and dotted with the activations in 8-wide float accumulators, then
+/// scaled once per block (`scale · (Σ x·q − offset · Σ x)`). For more rows (prefill), a panel
+/// of 24 weight rows is dequantized into an L1/L2-sized fp32 buffer and shared by all rows
+/// through the fp32 tile kernel. Any 2-D block shape works (blocks along the input axis, along
+/// the output axis, per-channel, per-tensor); the direct route needs input-axis blocks of a
+/// multiple of 8, others take the panel route.
+enum QuantizedGEMM {
+    /// The fused kernels' view of a rank-2 quantized tensor, or nil when it is not rank 2 or
+    /// its scale shape does not tile it.
+    static func layout(_ q: QuantizedTensor) -> (rows: Int, cols: Int, blockRows: Int, blockCols: Int, scaleLD: Int)? {
+        guard q.shape.count == 2, q.scaleShape.count == 2 else { return nil }
+        let (r, c) = (q.shape[0], q.shape[1])
+        let (sr, sc) = (q.scaleShape[0], q.scaleShape[1])
+        guard sr > 0, sc > 0, r % sr == 0, c % sc == 0, q.data.count == r * c, q.scale.count == sr * sc else { return nil }
+        if let o = q.offset, o.count != q.scale.count { return nil }
+        return (r, c, max(1, r / sr), max(1, c / sc), sc)
+    }
+
+    /// Calls `body` with the C descriptor of `q` (valid only inside `body`).
+    static func withMatrix<R>(_ q: QuantizedTensor, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
+        guard let l = layout(q) else { throw KernelError("quantized weight of shape \(q.shape) with scale shape \(q.scaleShape) is not a rank-2 block layout") }
+        return try q.data.withUnsafeBufferPointer { d in
+            try q.scale.withUnsafeBufferPointer { s in
+                func run(_ o: UnsafePointer<Float>?) throws -> R {
+                    var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: s.baseAddress, offset: o,
+                                       block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD)
+                    return try body(&m)
+                }
+                if let off = q.offset { return try off.withUnsafeBufferPointer { try run($0.baseAddress) } }
+                return try run(nil)
+            }
+        }
+    }
+
+    /// `C[m, j] (+)= Σ_k A[m·lda + k] · W(j, k) (+ bias[j])` for the quantized `W` [n, k]
+    /// (the `linear` layout), split across cores along `n` when big enough.
+    static func nt(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor,
+                   c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
+                   accumulate: Bool = false, threaded: Bool = true) throws {
+        guard let l = layout(q) else { throw KernelError("quantized weight layout \(q.shape) / \(q.scaleShape) not supported") }
+        let n = l.rows, k = l.cols
+        guard m > 0, n > 0 else { return }
+        let acc: Int32 = accumulate ? 1 : 0
+        try withMatrix(q) { w in
+            GEMM.parallelChunks(n, align: 24, work: threaded ? m * n * max(k, 1) : 0) { r in
+                fk_qgemm_nt(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, bias.map { $0 + r.lowerBound }, acc)
+            }
+        }
+    }
+
+    /// `C[m, j] (+)= Σ_k A[m·lda + k] · W(k, j) (+ bias[j])` for the quantized `W` [k, n]
+    /// (`matmul` with a quantized, untransposed `y`): panels of W's rows are dequantized into a
+    /// small fp32 buffer and accumulated with the NN kernel.
+    static func nn(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor,
+                   c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil, threaded: Bool = true) throws {
+        guard let l = layout(q) else { throw KernelError("quantized weight layout \(q.shape) / \(q.scaleShape) not supported") }
+        let k = l.rows, n = l.cols
+        guard m > 0, n > 0 else { return }
+        try withMatrix(q) { w in
+            GEMM.parallelChunks(n, align: 16, work: threaded ? m * n * max(k, 1) : 0) { r in
+                let kc = max(8, min(k, (64 * 1024) / max(1, r.count)))
+                var panel = [Float](repeating: 0, count: kc * r.count)
+                panel.withUnsafeMutableBufferPointer { p in
+                    // Zero k: C is just the bias (or unchanged when accumulating from empty).
+                    if k == 0 {
+                        for i in 0..<m { for j in r { c[i * ldc + j] = bias?[j] ?? 0 } }
+                    }
+                    var k0 = 0
+                    while k0 < k {
+                        let rows = min(kc, k - k0)
+                        fk_dequant(w, k0, rows, r.lowerBound, r.count, p.baseAddress, r.count)
+                        fk_sgemm_nn(m, r.count, rows, a + k0, lda, p.baseAddress, r.count, c + r.lowerBound, ldc,
+                                    k0 == 0 ? bias.map { $0 + r.lowerBound } : nil, k0 == 0 ? 0 : 1)
+                        k0 += rows
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: - scalar references
+
+    /// `scale · (q − offset)` of element (r, c), straight from the block definition.
+    static func referenceValue(_ q: QuantizedTensor, _ r: Int, _ c: Int, blocks: [Int]? = nil) -> Float {
+        let blocks = blocks ?? q.blockSizes
+        let si = (r / blocks[0]) * q.scaleShape[1] + c / blocks[1]
+        return q.scale[si] * (Float(q.data[r * q.shape[1] + c]) - (q.offset?[si] ?? 0))
+    }
+
+    /// Plain loops of ``nt`` (Double accumulation, element-by-element dequantization).
+    static func referenceNT(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor,
+                            c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil) {
+        let n = q.shape[0], k = q.shape[1], blocks = q.blockSizes
+        for i in 0..<m {
+            for j in 0..<n {
+                var s = 0.0
+                for p in 0..<k { s += Double(a[i * lda + p]) * Double(referenceValue(q, j, p, blocks: blocks)) }
+                if let bias { s += Double(bias[j]) }
+                c[i * ldc + j] = Float(s)
+            }
+        }
+    }
+
+    /// Plain loops of ``nn``.
+    static func referenceNN(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor,
+                            c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil) {
+        let k = q.shape[0], n = q.shape[1], blocks = q.blockSizes
+        for i in 0..<m {
+            for j in 0..<n {
+                var s = 0.0
+                for p in 0..<k { s += Double(a[i * lda + p]) * Double(referenceValue(q, p, j, blocks: blocks)) }
+                if let bias { s += Double(bias[j]) }
+                c[i * ldc + j] = Float(s)
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+import GraphIR
+
+extension Diagnosis {
+    /// Version of the JSON document below; bump on incompatible changes.
+    public static let jsonSchemaVersion = 1
+
+    /// The `forge-ir diagnose --json` document (keys sorted, 2-space indent):
+    ///
+    /// ```
+    /// {
+    ///   "schema": 1,
+    ///   "model": "<path>",
+    ///   "functions": [{
+    ///     "name": "main",
+    ///     "symbols": [{                       // one per flexible dimension, after merging
+    ///       "name": "input_ids_1",            // first member's <input>_<axis>
+    ///       "members": ["input_ids[1]", "causal_mask[2]", "position_ids[1]"],
+    ///       "constraint": "RangeDim(1..64)",  // or "Enumerated(1|16|32)", "?"
+    ///       "sequence": true                  // the symbol --seq sets
+    ///     }],
+    ///     "bindings": [{                      // every binding evaluated
+    ///       "binding": {"input_ids_1": 1},
+    ///       "ok": true,
+    ///       "error": null | "<first shape error>",
+    ///       "ops_evaluated": 412
+    ///     }]
+    ///   }],
+    ///   "findings": [{                        // errors first, then warnings, then infos
+    ///     "severity": "error" | "warning" | "info",
+    ///     "code": "shape_error" | "zero_dimension" | "cast_overflow" | "index_out_of_range"
+    ///           | "slice_update_rank" | "squeeze_flexible" | "broadcast_size1"
+    ///           | "declared_type_mismatch" | "state_write_runtime_end" | "state_output_alias"
+    ///           | "state_description_mismatch" | "enumerated_shapes_with_state"
+    ///           | "range_lower_bound_zero" | "flexible_constraint_mismatch"
+    ///           | "binding_out_of_range" | "sequence_fixed" | "fp16_square_in_norm"
+    ///           | "fp16_constant_out_of_range" | "fp16_log_softmax",
+    ///     "function": "main" | null,
+    ///     "op": {"name": "…", "type": "slice_update", "index": 123} | null,  // index: position in the body
+    ///     "binding": {"input_ids_1": 16} | null,   // first binding that breaks; null: every binding / not shape-related
+    ///     "bindings": [{"input_ids_1": 16}, …],     // every evaluated binding that breaks
+    ///     "shapes": [{"name": "x", "shape": "[1, 2, 64, 16]"}, …],
+    ///     "message": "what goes wrong",
+    ///     "fix": {"pass": "lower_slice_update" | null,   // the forge-ir pass that fixes it
+    ///             "available": true,                   // false: the pass is planned, not registered yet
+    ///             "hint": "how to fix it"}
+    ///   }],
+    ///   "summary": {"errors": 4, "warnings": 0, "infos": 5}
+    /// }
+    /// ```
+    public func json(modelPath: String) -> JSONValue {
+        func binding(_ b: [String: Int]) -> JSONValue { .object(b.mapValues { .int($0) }) }
+        let fns: [JSONValue] = functions.map { f in
+            .object([
+                "name": .string(f.name),
+                "symbols": .array(f.symbols.map { s in
+                    .object([
+                        "name": .string(s.name),
+                        "members": .array(s.members.map { .string($0.description) }),
+                        "constraint": .string(s.constraintText),
+                        "sequence": .bool(s.name == f.sequenceSymbol),
+                    ])
+                }),
+                "bindings": .array(f.results.map { r in
+                    .object([
+                        "binding": binding(r.binding),
+                        "ok": .bool(r.error == nil),
+                        "error": r.error.map { .string($0) } ?? .null,
+                        "ops_evaluated": .int(r.opsEvaluated),
+                    ])
+                }),
+            ])
+        }
+        let fs: [JSONValue] = findings.map { f in
+            .object([
+                "severity": .string(f.severity.rawValue),
+                "code": .string(f.code),
+                "function": f.function.map { .string($0) } ?? .null,
+                "op": f.op.map { .object(["name": .string($0.name), "type": .string($0.type), "index": .int($0.index)]) } ?? .null,
+                "binding": f.binding.map(binding) ?? .null,
+                "bindings": .array(f.bindings.map(binding)),
+                "shapes": .array(f.shapes.map { .object(["name": .string($0.name), "shape": .string($0.shape)]) }),
+                "message": .string(f.message),
+                "fix": .object([
+                    "pass": f.fixPass.map { .string($0) } ?? .null,
+                    "available": .bool(f.fixPass.map { PassRegistry.pass(named: $0) != nil } ?? false),
+                    "hint": .string(f.fix),
+                ]),
+            ])
+        }
+        return .object([
+            "schema": .int(Diagnosis.jsonSchemaVersion),
+            "model": .string(modelPath),
+            "functions": .array(fns),
+            "findings": .array(fs),
+            "summary": .object(["errors": .int(errorCount), "warnings": .int(warningCount), "infos": .int(infoCount)]),
+        ])
+    }
+
+    /// Human-readable report.
+    public func text(modelPath: String) -> String {
+        var out = "diagnose: \(modelPath)\n"
+        for f in functions {
+            out += "\nfunction \(f.name)\n"
+            if f.symbols.isEmpty {
+                out += "  flexible dimensions: none\n"
+            } else {
+                for s in f.symbols {
+                    out += "  symbol \(s.name) = \(s.members.map(\.description).joined(separator: " = ")) : \(s.constraintText)"
+                    out += (s.name == f.sequenceSymbol ? "  (sequence, --seq)" : "") + "\n"
+                }
+            }
+            let parts = f.results.map { r in "\(describeBinding(r.binding)) \(r.error == nil ? "ok" : "FAILS")" }
+            if !parts.isEmpty { out += "  shapes inferred at: " + parts.joined(separator: " · ") + "\n" }
+        }
+        out += "\n"
+        for f in findings {
+            var head = "\(f.severity.rawValue)[\(f.code)]"
+            if let fn = f.function { head += " \(fn)" }
+            if let op = f.op { head += ": op '\(op.name)' (\(op.type), #\(op.index))" }
+            out += head + "\n"
+            if let b = f.binding {
+                let all = f.bindings.count > 1 ? " (also: " + f.bindings.dropFirst().map(describeBinding).joined(separator: "; ") + ")" : ""
+                out += "  at \(describeBinding(b))\(all)\n"
+            } else if !f.bindings.isEmpty {
+                out += "  at every binding (" + f.bindings.map(describeBinding).joined(separator: "; ") + ")\n"
+            }
+            out += "  " + f.message + "\n"
+            if !f.shapes.isEmpty { out += "  shapes: " + f.shapes.map { "\($0.name) \($0.shape)" }.joined(separator: ", ") + "\n" }
+            if let p = f.fixPass, PassRegistry.pass(named: p) != nil {
+                out += "  fix: forge-ir optimize MODEL -o OUT.mlpackage --passes \(p)" + (f.fix.isEmpty ? "" : " — \(f.fix)") + "\n"
+            } else if !f.fix.isEmpty {
+                out += "  fix: \(f.fix)\n"
+            }
+        }
+        out += "\(errorCount) error\(errorCount == 1 ? "" : "s"), \(warningCount) warning\(warningCount == 1 ? "" : "s"), \(infoCount) note\(infoCount == 1 ? "" : "s")\n"
+        return out
+    }
+}

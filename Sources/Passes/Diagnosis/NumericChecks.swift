@@ -1,0 +1,61 @@
+import GraphIR
+
+/// fp16-unsafe idioms visible in the graph without running it.
+enum NumericChecks {
+    static let fp16Max = 65504.0
+
+    static func run(function f: Function) -> [Finding] {
+        var out: [Finding] = []
+        let idx = OpIndex(f)
+        let uses = UseMap(f)
+        var ops: [Op] = []
+        f.body.walk { ops.append($0) }
+        for op in ops {
+            // An RMSNorm / variance that squares in fp16: x*x overflows once |x| > 256.
+            if isSquare(op), let out0 = op.outputs.first, out0.type.tensorType?.dtype == .fp16,
+               uses.users(of: out0).contains(where: { $0.type == "reduce_mean" || $0.type == "reduce_sum" }) {
+                out.append(Finding(.info, "fp16_square_in_norm", function: f.name, op: idx.ref(op),
+                                   shapes: [(name: "x", shape: out0.type.description)],
+                                   message: "squares in fp16 before a mean (RMSNorm/variance): overflows to inf once |x| > 256; check with --precision fp16 on real activations",
+                                   fixPass: "fp16_safe_rms_norm", fix: "Scale x before squaring (fp16_safe_rms_norm), or compute the norm in fp32."))
+            }
+            // Constants beyond the fp16 range (a -1e9 / -3.4e38 mask) in an fp16 computation.
+            if op.type == "const", let v = op.outputs.first, let c = op.attribute("val"), let t = c.type.tensorType {
+                if t.dtype == .fp32 || t.dtype == .fp64, let n = t.elementCount, n <= 1 << 20,
+                   uses.users(of: v).contains(where: { u in u.outputs.contains { $0.type.tensorType?.dtype == .fp16 } }),
+                   let vals = c.doubles(), let bad = vals.first(where: { $0.isFinite && abs($0) > fp16Max }) {
+                    out.append(Finding(.warning, "fp16_constant_out_of_range", function: f.name, op: idx.ref(op),
+                                       shapes: [(name: v.name, shape: t.description)],
+                                       message: "constant '\(v.name)' holds \(bad), beyond the fp16 range (±65504), and feeds an fp16 op: it becomes ±inf (a mask row of -inf gives NaN in softmax)",
+                                       fixPass: "clamp_fp16_constants", fix: "Clamp the constant to ±65504 (or use -1e4 for masks)."))
+                } else if t.dtype == .fp16, let vals = c.doubles(), vals.contains(where: { $0.isInfinite }) {
+                    out.append(Finding(.warning, "fp16_constant_out_of_range", function: f.name, op: idx.ref(op),
+                                       shapes: [(name: v.name, shape: t.description)],
+                                       message: "fp16 constant '\(v.name)' holds ±inf (a mask beyond the fp16 range); inf - inf and fully masked softmax rows give NaN",
+                                       fixPass: "clamp_fp16_constants", fix: "Clamp the constant to ±65504 (or use -1e4 for masks)."))
+                }
+            }
+            // log(softmax(x)): log of an fp16 probability that underflowed to 0 is -inf.
+            if op.type == "log", let x = op.operand("x")?.value, x.producer?.type == "softmax", x.type.tensorType?.dtype == .fp16 {
+                out.append(Finding(.warning, "fp16_log_softmax", function: f.name, op: idx.ref(op),
+                                   shapes: [(name: "x", shape: x.type.description)],
+                                   message: "log(softmax(x)) in fp16: probabilities below 6e-8 round to 0 and their log is -inf",
+                                   fix: "Compute log_softmax as x - reduce_log_sum_exp(x)."))
+            }
+        }
+        return out
+    }
+
+    static func isSquare(_ op: Op) -> Bool {
+        switch op.type {
+        case "square": return true
+        case "mul":
+            guard let x = op.operand("x")?.value, let y = op.operand("y")?.value else { return false }
+            return x === y
+        case "pow":
+            guard let y = op.operand("y") else { return false }
+            return ContextHelpers.constValue(y)?.doubles() == [2]
+        default: return false
+        }
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import GraphIR
+import Passes
+
+/// `forge-ir optimize IN -o OUT [--pipeline NAME | --passes a,b,c] [--print-ir-after-all]
+/// [--print-ir-after-change] [--time-passes] [--json]`
+enum OptimizeCommand: Command {
+    static let spec = CommandSpec(
+        name: "optimize",
+        summary: "Run passes over a model and write the result as an .mlpackage (atomically).",
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        options: [
+            .option("o", value: "out.mlpackage", "Where to write the optimized package (required)."),
+            .option("pipeline", value: "name", "default | cleanup | empty (default: default)."),
+            .option("passes", value: "a,b,c", "Run exactly these passes, in order (instead of --pipeline)."),
+            .flag("list-passes", "List every pass and pipeline, then exit."),
+            .flag("print-ir-after-all", "Print the MIL after every pass (stderr)."),
+            .flag("print-ir-after-change", "Print the MIL after every pass that changed it (stderr)."),
+            .flag("time-passes", "Print how long each pass took (stderr)."),
+            .flag("json", "Print op counts before/after and per-pass statistics as JSON."),
+        ],
+        discussion: """
+        Prints a table of op counts before and after, like onnx-simplifier. The verifier runs
+        after every pass; the output is written to a temporary folder and renamed into place.
+        """
+    )
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        if args.flag("list-passes") {
+            var out = "passes:\n"
+            for p in PassRegistry.all { out += ArgumentParser.row(p.name, p.summary) }
+            out += "\npipelines:\n"
+            for n in Pipelines.names {
+                out += ArgumentParser.row(n, (Pipelines.pipeline(named: n) ?? []).map { $0.name }.joined(separator: ", "))
+            }
+            Console.out(out)
+            return ExitCode.ok
+        }
+        let input = args.positionals[0]
+        guard let output = args.value("o") else {
+            throw UsageError(message: "missing -o <out.mlpackage>", helpCommand: "forge-ir optimize")
+        }
+        let passes: [Pass.Type]
+        if let list = args.value("passes") {
+            if args.value("pipeline") != nil {
+                throw UsageError(message: "give either --pipeline or --passes, not both", helpCommand: "forge-ir optimize")
+            }
+            passes = try PassRegistry.passes(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        } else {
+            let name = args.value("pipeline") ?? "default"
+            guard let p = Pipelines.pipeline(named: name) else {
+                throw UsageError(message: "unknown pipeline '\(name)' (pipelines: \(Pipelines.names.joined(separator: ", ")))", helpCommand: "forge-ir optimize")
+            }
+            passes = p
+        }
+        let model = try ModelLoader.load(path: input)
+        let before = opCounts(model)
+        var options = PassManager.Options()
+        options.printIRAfterAll = args.flag("print-ir-after-all")
+        options.printIRAfterChange = args.flag("print-ir-after-change")
+        options.timePasses = args.flag("time-passes")
+        let manager = PassManager(passes: passes, options: options)
+        manager.log = { Console.err($0) }
+        try manager.run(on: model)
+        try ModelWriter.writePackage(model, to: output)
+        let after = opCounts(model)
+        if args.flag("json") {
+            var stats: [JSONValue] = []
+            for r in manager.records {
+                var s: [String: JSONValue] = [:]
+                for (k, v) in r.result.statistics { s[k] = .int(v) }
+                stats.append(.object(["pass": .string(r.name), "changed": .bool(r.result.changed),
+                                      "seconds": .double(r.seconds), "statistics": .object(s)]))
+            }
+            let json = JSONValue.object([
+                "input": .string(input), "output": .string(output),
+                "op_counts_before": .object(before.mapValues { .int($0) }),
+                "op_counts_after": .object(after.mapValues { .int($0) }),
+                "passes": .array(stats),
+            ])
+            Console.out(json.render(pretty: true) + "\n")
+        } else {
+            Console.out(table(before: before, after: after))
+            let stats = manager.statisticsReport()
+            if !stats.isEmpty { Console.out("\n" + stats) }
+            Console.out("\nwrote \(output)\n")
+        }
+        return ExitCode.ok
+    }
+
+    /// Op counts over every function, nested blocks included.
+    static func opCounts(_ model: Model) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for f in model.program.functions { f.body.walk { counts[$0.type, default: 0] += 1 } }
+        return counts
+    }
+
+    /// onnx-simplifier-style table: op type, count before, count after.
+    static func table(before: [String: Int], after: [String: Int]) -> String {
+        let ops = Set(before.keys).union(after.keys).sorted()
+        let w = max(20, (ops.map(\.count).max() ?? 0) + 2)
+        func row(_ a: String, _ b: String, _ c: String) -> String {
+            a.padding(toLength: w, withPad: " ", startingAt: 0) + String(repeating: " ", count: max(0, 10 - b.count)) + b
+                + String(repeating: " ", count: max(0, 10 - c.count)) + c + "\n"
+        }
+        var out = row("op", "before", "after")
+        out += String(repeating: "-", count: w + 20) + "\n"
+        for op in ops { out += row(op, String(before[op] ?? 0), String(after[op] ?? 0)) }
+        out += String(repeating: "-", count: w + 20) + "\n"
+        out += row("total", String(before.values.reduce(0, +)), String(after.values.reduce(0, +)))
+        return out
+    }
+}

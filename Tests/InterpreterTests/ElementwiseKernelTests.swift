@@ -1,0 +1,262 @@
+import Foundation
+import GraphIR
+@testable import Interpreter
+import XCTest
+
+/// Elementwise, activation, reduction and normalization kernels: the numpy/torch vectors of
+/// `tools/opvectors_elementwise.py`, plus the broadcasting fast paths against the scalar reference.
+final class ElementwiseKernelTests: XCTestCase {
+    func testElementwiseVectors() throws { try OpVectors.run(family: "elementwise") }
+    func testReductionVectors() throws { try OpVectors.run(family: "reduction") }
+    func testNormVectors() throws { try OpVectors.run(family: "norm") }
+
+    /// Cases with a string input (`gelu` mode, `cast` dtype, `output_dtype`), which the .npz
+    /// cannot hold: the JSON adds `"strings": {name: value}`.
+    func testStringInputVectors() throws { try StringOpVectors.run(family: "elementwise_strings") }
+
+    /// Every op of OpRegistry's elementwise / activation / reduction / normalization sections
+    /// (and `select`) has a kernel.
+    func testEveryOpOfTheFamilyHasAKernel() {
+        let ops = [
+            "add", "sub", "mul", "real_div", "pow", "maximum", "minimum", "floor_div", "mod",
+            "equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
+            "logical_and", "logical_or", "logical_xor", "logical_not",
+            "abs", "acos", "asin", "atan", "atanh", "ceil", "cos", "cosh", "erf", "exp", "exp2",
+            "floor", "round", "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh", "acosh", "asinh",
+            "rsqrt", "inverse", "log", "clip", "threshold", "cast", "identity", "select",
+            "relu", "relu6", "sigmoid", "silu", "softplus", "softsign", "gelu", "elu", "leaky_relu",
+            "thresholded_relu", "prelu", "clamped_relu", "sigmoid_hard", "scaled_tanh", "linear_activation",
+            "softplus_parametric", "softmax",
+            "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1_norm",
+            "reduce_l2_norm", "reduce_log_sum", "reduce_log_sum_exp", "reduce_sum_square", "reduce_argmax", "reduce_argmin",
+            "layer_norm", "instance_norm", "batch_norm", "l2_norm", "local_response_norm",
+        ]
+        for op in ops {
+            XCTAssertNotNil(OpRegistry.schema(op), "\(op) is not in OpRegistry")
+            XCTAssertNotNil(KernelRegistry.kernel(for: op), "no kernel for \(op)")
+        }
+    }
+
+    // MARK: - broadcasting
+
+    func testBroadcastShapes() throws {
+        XCTAssertEqual(try Broadcast.shape([2, 3, 4], [4]), [2, 3, 4])
+        XCTAssertEqual(try Broadcast.shape([3, 1], [2, 1, 4]), [2, 3, 4])
+        XCTAssertEqual(try Broadcast.shape([], [5]), [5])
+        XCTAssertEqual(try Broadcast.shape([2, 0, 3], [1, 3]), [2, 0, 3])
+        XCTAssertEqual(try Broadcast.shape([[1], [3, 1], [2, 1, 4]]), [2, 3, 4])
+        XCTAssertThrowsError(try Broadcast.shape([2, 3], [4]))
+        XCTAssertThrowsError(try Broadcast.shape([0], [2]))
+        let plan = BroadcastPlan(out: [2, 8, 5, 16], inputs: [[2, 8, 5, 16], [2, 1, 5, 16]])
+        XCTAssertEqual(plan.dims, [2, 8, 80])
+        XCTAssertEqual(plan.strides, [[640, 80, 1], [80, 0, 1]])
+    }
+
+    /// The fast paths (same shape, scalar, merged-dimension runs) agree exactly with the
+    /// per-element reference on random broadcastable shapes, including 0- and 1-sized dims.
+    func testBroadcastFastPathsMatchReference() throws {
+        var rng = SplitMix(seed: 42)
+        for trial in 0..<600 {
+            let (out, shapes) = randomBroadcast(&rng, inputs: 3)
+            let sa = shapes[0], sb = shapes[1], sc = shapes[2]
+            let a = (0..<sa.reduce(1, *)).map { _ in Float(Int(rng.next() % 2001) - 1000) / 8 }
+            let b = (0..<sb.reduce(1, *)).map { _ in Int32(Int(rng.next() % 201) - 100) }
+            let c = (0..<sc.reduce(1, *)).map { _ in rng.next() % 2 == 0 }
+
+            let fast = try Broadcast.binary(a, sa, b, sb) { $0 * 3 - Float($1) }
+            let ref = try Broadcast.referenceBinary(a, sa, b, sb) { $0 * 3 - Float($1) }
+            XCTAssertEqual(fast.shape, ref.shape, "trial \(trial): \(sa) ⊕ \(sb)")
+            XCTAssertEqual(fast.data, ref.data, "trial \(trial): \(sa) ⊕ \(sb)")
+            XCTAssertEqual(try Broadcast.shape(sa, sb), fast.shape)
+
+            let bf = b.map(Float.init)
+            let f2 = try Broadcast.binary(bf, sb, a, sa) { $0 - $1 }
+            let r2 = try Broadcast.referenceBinary(bf, sb, a, sa) { $0 - $1 }
+            XCTAssertEqual(f2.data, r2.data, "trial \(trial): \(sb) ⊕ \(sa)")
+
+            let f3 = try Broadcast.ternary(c, sc, a, sa, bf, sb) { $0 ? $1 : $2 }
+            let r3 = try Broadcast.referenceTernary(c, sc, a, sa, bf, sb) { $0 ? $1 : $2 }
+            XCTAssertEqual(f3.shape, out)
+            XCTAssertEqual(f3.data, r3.data, "trial \(trial): select \(sc) \(sa) \(sb)")
+        }
+    }
+
+    /// The `add` / `select` kernels on random shapes against the reference (int32 and float).
+    func testKernelsOnRandomShapesMatchReference() throws {
+        var rng = SplitMix(seed: 7)
+        for trial in 0..<200 {
+            let (_, shapes) = randomBroadcast(&rng, inputs: 2)
+            let x = Tensor(.int32, shape: shapes[0], ints: (0..<shapes[0].reduce(1, *)).map { _ in Int32(rng.next() % 100) })
+            let y = Tensor(.fp32, shape: shapes[1], floats: (0..<shapes[1].reduce(1, *)).map { _ in Float(rng.next() % 100) / 4 })
+            let got = try runKernel("sub", ["x": x, "y": y], out: .fp32)
+            let want = try Broadcast.referenceBinary(x.floats, x.shape, y.floats, y.shape) { $0 - $1 }
+            XCTAssertEqual(got.shape, want.shape, "trial \(trial)")
+            XCTAssertEqual(got.floats, want.data, "trial \(trial)")
+            let xi = Tensor(.int32, shape: shapes[1], ints: y.floats.map { Int32($0) })
+            let gi = try runKernel("mul", ["x": x, "y": xi], out: .int32)
+            XCTAssertEqual(gi.ints, try Broadcast.referenceBinary(x.ints, x.shape, xi.ints, xi.shape) { $0 &* $1 }.data)
+        }
+    }
+
+    /// Reductions over every axis subset of random shapes: contiguous (in place), non-contiguous
+    /// (permuted) and keep_dims layouts agree with a naive Double reference.
+    func testReductionLayoutsMatchNaiveReference() throws {
+        var rng = SplitMix(seed: 3)
+        for trial in 0..<150 {
+            let rank = Int(rng.next() % 4) + 1
+            let shape = (0..<rank).map { _ in Int(rng.next() % 4) + 1 }
+            let n = shape.reduce(1, *)
+            let x = Tensor(.fp32, shape: shape, floats: (0..<n).map { _ in Float(Int(rng.next() % 200) - 100) / 16 })
+            let mask = Int(rng.next() % UInt64(1 << rank))
+            let axes = (0..<rank).filter { mask & (1 << $0) != 0 }
+            let keep = rng.next() % 2 == 0
+            let axesT = Tensor(.int32, shape: [axes.count], ints: axes.map { Int32($0 - (rng.next() % 2 == 0 ? rank : 0)) })
+            let got = try runKernel("reduce_sum", ["x": x, "axes": axesT, "keep_dims": Tensor(shape: [], bools: [keep])], out: .fp32)
+            // Naive: accumulate each element into its output cell.
+            let outShape = ReductionKernels.reducedShape(shape, axes, keepDims: true)
+            var want = [Double](repeating: 0, count: outShape.reduce(1, *))
+            let xs = contiguousStrides(shape), os = contiguousStrides(outShape)
+            for i in 0..<n {
+                var rem = i, o = 0
+                for d in 0..<rank {
+                    let c = rem / xs[d]
+                    rem %= xs[d]
+                    if !axes.contains(d) { o += c * os[d] }
+                }
+                want[o] += Double(x.floats[i])
+            }
+            XCTAssertEqual(got.shape, ReductionKernels.reducedShape(shape, axes, keepDims: keep), "trial \(trial)")
+            XCTAssertEqual(got.floats, want.map(Float.init), "trial \(trial): \(shape) axes \(axes)")
+            let ln = try runKernel("layer_norm", ["x": x, "axes": Tensor(.int32, shape: [axes.count], ints: axes.map(Int32.init)),
+                                                  "epsilon": .scalar(1e-5)], out: .fp32)
+            XCTAssertEqual(ln.shape, shape)
+            XCTAssertFalse(ln.floats.contains { $0.isNaN }, "trial \(trial)")
+        }
+    }
+
+    // MARK: - helpers
+
+    func runKernel(_ op: String, _ inputs: [String: Tensor], out: DType) throws -> Tensor {
+        var values: [String: [RuntimeValue]] = [:]
+        var opInputs: [OpInput] = []
+        for (name, t) in inputs {
+            values[name] = [.tensor(t)]
+            opInputs.append(OpInput(name: name, operands: [.value(Value(name: name, type: .tensor(TensorType(t.dtype, fixed: t.shape))))]))
+        }
+        let o = Op(type: op, inputs: opInputs, outputs: [Value(name: "out", type: .tensor(TensorType(out, [])))])
+        let kernel = try XCTUnwrap(KernelRegistry.kernel(for: op))
+        return try kernel(KernelInvocation(op: o, precision: .fp32, values: values))[0].dense()
+    }
+
+    /// A random output shape (rank 0–4, dims 0–4) and input shapes that broadcast to it.
+    func randomBroadcast(_ rng: inout SplitMix, inputs: Int) -> ([Int], [[Int]]) {
+        let rank = Int(rng.next() % 5)
+        let out = (0..<rank).map { _ -> Int in
+            let r = rng.next() % 10
+            return r == 0 ? 0 : (r < 3 ? 1 : Int(rng.next() % 4) + 2)
+        }
+        var shapes: [[Int]] = []
+        for _ in 0..<inputs {
+            let drop = rank == 0 ? 0 : Int(rng.next() % UInt64(rank + 1))
+            var s = Array(out[drop...])
+            for i in s.indices where rng.next() % 3 == 0 { s[i] = 1 }
+            shapes.append(s)
+        }
+        // The broadcast of the inputs may be smaller than `out` where every input has a 1.
+        let actual = (try? Broadcast.shape(shapes)) ?? out
+        return (actual, shapes)
+    }
+}
+
+/// Deterministic generator for the random-shape tests.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// ``OpVectors`` for cases that also bind string inputs (`"strings": {name: value}` in the JSON).
+enum StringOpVectors {
+    struct Case: Decodable {
+        var id: String
+        var op: String
+        var inputs: [String: String]?
+        var strings: [String: String]?
+        var outputs: [OpVectors.Case.Output]
+        var atol: Double?
+        var rtol: Double?
+        var precision: String?
+        var expect_error: Bool?
+    }
+    struct File: Decodable { var cases: [Case] }
+
+    static func run(family: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let json = try Data(contentsOf: URL(fileURLWithPath: OpVectors.dir + family + ".json"))
+        let cases = try JSONDecoder().decode(File.self, from: json).cases
+        let arrays = try NPZ.read(path: OpVectors.dir + family + ".npz")
+        XCTAssertFalse(cases.isEmpty, file: file, line: line)
+        var failures = 0
+        for c in cases {
+            var values: [String: [RuntimeValue]] = [:]
+            var opInputs: [OpInput] = []
+            for (name, key) in c.inputs ?? [:] {
+                let t = try XCTUnwrap(arrays[key], "\(c.id): npz has no \(key)")
+                values[name] = [.tensor(t)]
+                opInputs.append(OpInput(name: name, operands: [.value(Value(name: key, type: .tensor(TensorType(t.dtype, fixed: t.shape))))]))
+            }
+            for (name, s) in c.strings ?? [:] {
+                values[name] = [.tensor(Tensor(dtype: .string, shape: [], data: .string([s])))]
+                opInputs.append(OpInput(name: name, operands: [.value(Value(name: name, type: .tensor(TensorType(.string, fixed: []))))]))
+            }
+            let outs = try c.outputs.map { o -> Value in
+                let dt = try XCTUnwrap(DType(rawValue: o.dtype))
+                return Value(name: o.key, type: .tensor(TensorType(dt, [])))
+            }
+            let op = Op(type: c.op, inputs: opInputs, outputs: outs, attributes: [Attribute(name: "name", value: .string(c.id))])
+            let kernel = try XCTUnwrap(KernelRegistry.kernel(for: c.op), "\(c.id): no kernel")
+            let precision = Precision(rawValue: c.precision ?? "fp32") ?? .fp32
+            let results: [RuntimeValue]
+            do {
+                results = try kernel(KernelInvocation(op: op, precision: precision, values: values))
+            } catch {
+                if c.expect_error == true { continue }
+                XCTFail("\(c.id): kernel threw \(error)", file: file, line: line)
+                failures += 1
+                continue
+            }
+            if c.expect_error == true {
+                XCTFail("\(c.id): expected an error", file: file, line: line)
+                failures += 1
+                continue
+            }
+            for (r, o) in zip(results, c.outputs) {
+                var got = try r.dense()
+                got.dtype = DType(rawValue: o.dtype) ?? got.dtype
+                if precision == .fp16 || got.dtype == .fp16 { Rounding.toStorage(&got) }
+                let want = try XCTUnwrap(arrays[o.key])
+                guard got.shape == want.shape else {
+                    XCTFail("\(c.id): shape \(got.shape), expected \(want.shape)", file: file, line: line)
+                    failures += 1
+                    continue
+                }
+                let g = got.floats, w = want.floats
+                for i in 0..<w.count {
+                    let a = Double(g[i]), b = Double(w[i])
+                    if (a.isNaN && b.isNaN) || a == b { continue }
+                    if !(abs(a - b) <= (c.atol ?? 1e-5) + (c.rtol ?? 1e-5) * abs(b)) {
+                        XCTFail("\(c.id): element \(i) is \(a), expected \(b)", file: file, line: line)
+                        failures += 1
+                        break
+                    }
+                }
+            }
+        }
+        print("opvectors \(family): \(cases.count) cases, \(failures) failures")
+    }
+}

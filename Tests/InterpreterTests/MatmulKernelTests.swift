@@ -1,0 +1,484 @@
+import Foundation
+import GraphIR
+@testable import Interpreter
+import XCTest
+
+/// linear / matmul / einsum / scaled_dot_product_attention / conv / conv_transpose / pools.
+///
+/// 1. Each fast kernel (CKernels, both the AVX2+FMA and the portable body, single- and
+///    multi-threaded) against its scalar Swift reference on random shapes with odd sizes,
+///    strides, bias, accumulation and quantized weights with and without offsets.
+/// 2. Vectors from torch / numpy (`tools/opvectors_linalg.py`).
+/// 3. `testBenchmarkLinear` prints GFLOP/s when `FORGE_BENCH=1` (not a timed test).
+final class MatmulKernelTests: XCTestCase {
+    override func tearDown() {
+        GEMM.simdLevel = -1
+        GEMM.parallelGrain = 1 << 16
+        super.tearDown()
+    }
+
+    // MARK: - vectors
+
+    func testLinalgVectors() throws { try OpVectors.run(family: "linalg") }
+
+    /// Cases with `pad_type` / `equation` strings; arrays in `linalg.npz`.
+    func testLinalgStringVectors() throws { try LinalgStringVectors.run(json: "linalg_strings", npz: "linalg") }
+
+    // MARK: - fp32 GEMM vs reference
+
+    /// (m, n, k) with tails in every tile dimension.
+    static let shapes: [(Int, Int, Int)] = [
+        (1, 1, 1), (1, 7, 5), (1, 33, 70), (2, 9, 17), (3, 13, 8), (4, 3, 8), (5, 7, 9), (7, 11, 13),
+        (13, 29, 31), (33, 65, 47), (64, 50, 100), (6, 17, 0), (9, 40, 3), (1, 100, 257),
+    ]
+
+    /// Both CKernels bodies; and, for each, single-threaded and forced multi-threaded.
+    func eachConfiguration(_ body: (String) throws -> Void) rethrows {
+        for level in [-1, 0] {
+            GEMM.simdLevel = level
+            for grain in [Int.max, 1] {
+                GEMM.parallelGrain = grain
+                try body("level \(GEMM.simdLevel), grain \(grain)")
+            }
+        }
+        GEMM.simdLevel = -1
+        GEMM.parallelGrain = 1 << 16
+    }
+
+    func testSGEMMNTMatchesReference() {
+        var rng = MMRandom(seed: 1)
+        eachConfiguration { cfg in
+            for (m, n, k) in Self.shapes {
+                for (strided, withBias, acc) in [(false, false, false), (true, true, false), (true, false, true)] {
+                    let lda = k + (strided ? 3 : 0), ldb = k + (strided ? 1 : 0), ldc = n + (strided ? 2 : 0)
+                    let a = rng.floats(max(1, m * lda)), b = rng.floats(max(1, n * ldb))
+                    let bias: [Float]? = withBias ? rng.floats(n) : nil
+                    let c0 = rng.floats(m * ldc)
+                    var got = c0, want = c0
+                    a.withUnsafeBufferPointer { ap in
+                        b.withUnsafeBufferPointer { bp in
+                            MatmulKernels.withOptionalBase(bias) { biasp in
+                                got.withUnsafeMutableBufferPointer { cp in
+                                    GEMM.nt(m: m, n: n, k: k, a: ap.baseAddress!, lda: lda, b: bp.baseAddress!, ldb: ldb,
+                                            c: cp.baseAddress!, ldc: ldc, bias: biasp, accumulate: acc)
+                                }
+                                want.withUnsafeMutableBufferPointer { cp in
+                                    GEMM.referenceNT(m: m, n: n, k: k, a: ap.baseAddress!, lda: lda, b: bp.baseAddress!, ldb: ldb,
+                                                     c: cp.baseAddress!, ldc: ldc, bias: biasp, accumulate: acc)
+                                }
+                            }
+                        }
+                    }
+                    assertClose(got, want, tol: 1e-5 * Float(k + 2), "NT \(cfg) m\(m) n\(n) k\(k) strided \(strided) bias \(withBias) acc \(acc)")
+                }
+            }
+        }
+    }
+
+    func testSGEMMNNMatchesReference() {
+        var rng = MMRandom(seed: 2)
+        eachConfiguration { cfg in
+            for (m, n, k) in Self.shapes {
+                for (strided, withBias, acc) in [(false, false, false), (true, true, false), (true, false, true)] {
+                    let lda = k + (strided ? 3 : 0), ldb = n + (strided ? 5 : 0), ldc = n + (strided ? 2 : 0)
+                    let a = rng.floats(max(1, m * lda)), b = rng.floats(max(1, k * ldb))
+                    let bias: [Float]? = withBias ? rng.floats(n) : nil
+                    let c0 = rng.floats(m * ldc)
+                    var got = c0, want = c0
+                    a.withUnsafeBufferPointer { ap in
+                        b.withUnsafeBufferPointer { bp in
+                            MatmulKernels.withOptionalBase(bias) { biasp in
+                                got.withUnsafeMutableBufferPointer { cp in
+                                    GEMM.nn(m: m, n: n, k: k, a: ap.baseAddress!, lda: lda, b: bp.baseAddress!, ldb: ldb,
+                                            c: cp.baseAddress!, ldc: ldc, bias: biasp, accumulate: acc)
+                                }
+                                want.withUnsafeMutableBufferPointer { cp in
+                                    GEMM.referenceNN(m: m, n: n, k: k, a: ap.baseAddress!, lda: lda, b: bp.baseAddress!, ldb: ldb,
+                                                     c: cp.baseAddress!, ldc: ldc, bias: biasp, accumulate: acc)
+                                }
+                            }
+                        }
+                    }
+                    assertClose(got, want, tol: 1e-5 * Float(k + 2), "NN \(cfg) m\(m) n\(n) k\(k) strided \(strided) bias \(withBias) acc \(acc)")
+                }
+            }
+        }
+    }
+
+    // MARK: - quantized GEMM vs reference
+
+    /// (rows, cols, scale shape) of quantized weights: blocks of 32/16/8/5 along the input
+    /// axis, per-channel, per-tensor, blocks along the output axis, 2-D blocks.
+    static let qLayouts: [(Int, Int, [Int])] = [
+        (40, 64, [40, 2]), (37, 96, [37, 3]), (13, 48, [13, 3]), (11, 40, [11, 5]), (9, 35, [9, 7]),
+        (21, 70, [21, 1]), (10, 24, [1, 1]), (12, 24, [3, 24]), (16, 32, [8, 4]), (50, 33, [50, 1]),
+    ]
+
+    func testQuantizedNTMatchesReference() throws {
+        var rng = MMRandom(seed: 3)
+        try eachConfiguration { cfg in
+            for (n, k, ss) in Self.qLayouts {
+                for withOffset in [false, true] {
+                    let q = rng.quantized(shape: [n, k], scaleShape: ss, offset: withOffset)
+                    for m in [1, 2, 3, 4, 7, 30] {
+                        let lda = k + (m % 2)
+                        let a = rng.floats(m * lda)
+                        let bias: [Float]? = m % 3 == 1 ? rng.floats(n) : nil
+                        var got = [Float](repeating: 0, count: m * n), want = got
+                        try a.withUnsafeBufferPointer { ap in
+                            try MatmulKernels.withOptionalBase(bias) { bp in
+                                try got.withUnsafeMutableBufferPointer { cp in
+                                    try QuantizedGEMM.nt(m: m, a: ap.baseAddress!, lda: lda, weight: q, c: cp.baseAddress!, ldc: n, bias: bp)
+                                }
+                                want.withUnsafeMutableBufferPointer { cp in
+                                    QuantizedGEMM.referenceNT(m: m, a: ap.baseAddress!, lda: lda, weight: q, c: cp.baseAddress!, ldc: n, bias: bp)
+                                }
+                            }
+                        }
+                        assertClose(got, want, tol: 2e-5 * Float(k), "qNT \(cfg) \(n)x\(k) scale \(ss) offset \(withOffset) m \(m)")
+                    }
+                }
+            }
+        }
+    }
+
+    func testQuantizedNNMatchesReference() throws {
+        var rng = MMRandom(seed: 4)
+        try eachConfiguration { cfg in
+            for (k, n, ss) in Self.qLayouts {
+                for withOffset in [false, true] {
+                    let q = rng.quantized(shape: [k, n], scaleShape: ss, offset: withOffset)
+                    for m in [1, 3, 8] {
+                        let a = rng.floats(m * k)
+                        var got = [Float](repeating: 0, count: m * n), want = got
+                        try a.withUnsafeBufferPointer { ap in
+                            try got.withUnsafeMutableBufferPointer { cp in
+                                try QuantizedGEMM.nn(m: m, a: ap.baseAddress!, lda: k, weight: q, c: cp.baseAddress!, ldc: n)
+                            }
+                            want.withUnsafeMutableBufferPointer { cp in
+                                QuantizedGEMM.referenceNN(m: m, a: ap.baseAddress!, lda: k, weight: q, c: cp.baseAddress!, ldc: n)
+                            }
+                        }
+                        assertClose(got, want, tol: 2e-5 * Float(k), "qNN \(cfg) \(k)x\(n) scale \(ss) offset \(withOffset) m \(m)")
+                    }
+                }
+            }
+        }
+    }
+
+    // MARK: - kernels with quantized operands
+
+    /// `linear` on a quantized weight equals `linear` on its fp32 dequantization.
+    func testLinearQuantizedWeightMatchesDense() throws {
+        var rng = MMRandom(seed: 5)
+        for (xShape, n, ss, off) in [([1, 1, 64], 48, [48, 2], false), ([1, 5, 96], 40, [40, 3], true),
+                                     ([3, 70], 21, [21, 1], false), ([2, 24], 12, [3, 24], true), ([35], 9, [9, 7], false)] {
+            let k = xShape.last!
+            let q = rng.quantized(shape: [n, k], scaleShape: ss, offset: off)
+            let x = Tensor(.fp32, shape: xShape, floats: rng.floats(xShape.reduce(1, *)))
+            let bias = Tensor(.fp32, shape: [n], floats: rng.floats(n))
+            let dense = Tensor(.fp32, shape: [n, k], floats: q.dequantize().floats)
+            let got = try run("linear", ["x": .tensor(x), "weight": .quantized(q), "bias": .tensor(bias)])
+            let want = try run("linear", ["x": .tensor(x), "weight": .tensor(dense), "bias": .tensor(bias)])
+            XCTAssertEqual(got.shape, Array(xShape.dropLast()) + [n])
+            assertClose(got.floats, want.floats, tol: 2e-5 * Float(k), "linear quantized \(xShape) \(ss)")
+        }
+    }
+
+    /// `matmul` with a quantized `y`, transposed or not, equals the dense product.
+    func testMatmulQuantizedYMatchesDense() throws {
+        var rng = MMRandom(seed: 6)
+        for ty in [false, true] {
+            for (ss, off) in [([16, 1], true), ([1, 1], false), ([4, 2], true)] {
+                let (k, n) = (32, 16)
+                let yShape = ty ? [n, k] : [k, n]
+                let scaleShape = ty ? [ss[1] == 1 ? 1 : 2, ss[0] == 1 ? 1 : 16] : ss
+                let q = rng.quantized(shape: yShape, scaleShape: scaleShape, offset: off)
+                let x = Tensor(.fp32, shape: [2, 3, k], floats: rng.floats(2 * 3 * k))
+                let flags: [String: RuntimeValue] = ["transpose_y": .tensor(Tensor(shape: [], bools: [ty]))]
+                let got = try run("matmul", ["x": .tensor(x), "y": .quantized(q)].merging(flags) { a, _ in a })
+                let want = try run("matmul", ["x": .tensor(x), "y": .tensor(Tensor(.fp32, shape: yShape, floats: q.dequantize().floats))].merging(flags) { a, _ in a })
+                XCTAssertEqual(got.shape, [2, 3, n])
+                assertClose(got.floats, want.floats, tol: 1e-4, "matmul quantized y ty \(ty) scale \(scaleShape)")
+            }
+        }
+    }
+
+    /// A rank-3 quantized `y` is not a fused layout: it is dequantized, same result.
+    func testMatmulQuantizedRank3FallsBack() throws {
+        var rng = MMRandom(seed: 11)
+        let q = rng.quantized(shape: [2, 8, 6], scaleShape: [2, 1, 3], offset: true)
+        let x = Tensor(.fp32, shape: [2, 3, 8], floats: rng.floats(48))
+        let got = try run("matmul", ["x": .tensor(x), "y": .quantized(q)])
+        let want = try run("matmul", ["x": .tensor(x), "y": .tensor(Tensor(.fp32, shape: [2, 8, 6], floats: q.dequantize().floats))])
+        XCTAssertEqual(got.shape, [2, 3, 6])
+        assertClose(got.floats, want.floats, tol: 1e-5, "rank-3 quantized y")
+    }
+
+    // MARK: - batched kernels against plain loops (threaded paths)
+
+    func testBatchedMatmulBroadcastThreaded() throws {
+        var rng = MMRandom(seed: 7)
+        for grain in [Int.max, 16] {
+            GEMM.parallelGrain = grain
+            let x = Tensor(.fp32, shape: [3, 1, 5, 9], floats: rng.floats(3 * 5 * 9))
+            let y = Tensor(.fp32, shape: [4, 7, 9], floats: rng.floats(4 * 7 * 9))
+            let got = try run("matmul", ["x": .tensor(x), "y": .tensor(y), "transpose_y": .tensor(Tensor(shape: [], bools: [true]))])
+            XCTAssertEqual(got.shape, [3, 4, 5, 7])
+            var want = [Float](repeating: 0, count: 3 * 4 * 5 * 7)
+            let xs = x.floats, ys = y.floats
+            for a in 0..<3 { for b in 0..<4 { for i in 0..<5 { for j in 0..<7 {
+                var s: Float = 0
+                for p in 0..<9 { s += xs[(a * 5 + i) * 9 + p] * ys[(b * 7 + j) * 9 + p] }
+                want[((a * 4 + b) * 5 + i) * 7 + j] = s
+            } } } }
+            assertClose(got.floats, want, tol: 1e-4, "batched matmul grain \(grain)")
+        }
+    }
+
+    func testAttentionAgainstPlainLoops() throws {
+        var rng = MMRandom(seed: 8)
+        for grain in [Int.max, 16] {
+            GEMM.parallelGrain = grain
+            let (b, h, l, s, e, ev) = (2, 3, 5, 19, 12, 7)
+            let q = Tensor(.fp32, shape: [b, h, l, e], floats: rng.floats(b * h * l * e))
+            let k = Tensor(.fp32, shape: [b, h, s, e], floats: rng.floats(b * h * s * e))
+            let v = Tensor(.fp32, shape: [b, h, s, ev], floats: rng.floats(b * h * s * ev))
+            // causal-style mask broadcast over batch and heads: row i sees keys 0...i+s-l
+            var mask = [Bool](repeating: false, count: l * s)
+            for i in 0..<l { for j in 0...(i + s - l) { mask[i * s + j] = true } }
+            let got = try run("scaled_dot_product_attention", ["query": .tensor(q), "key": .tensor(k), "value": .tensor(v),
+                                                               "attn_mask": .tensor(Tensor(shape: [l, s], bools: mask))])
+            XCTAssertEqual(got.shape, [b, h, l, ev])
+            var want = [Float](repeating: 0, count: b * h * l * ev)
+            let qs = q.floats, ks = k.floats, vs = v.floats
+            for bh in 0..<(b * h) {
+                for i in 0..<l {
+                    var w = [Double](repeating: 0, count: s)
+                    for j in 0..<s {
+                        var d = 0.0
+                        for p in 0..<e { d += Double(qs[(bh * l + i) * e + p]) * Double(ks[(bh * s + j) * e + p]) }
+                        w[j] = mask[i * s + j] ? d / Double(e).squareRoot() : -.infinity
+                    }
+                    let mx = w.max()!
+                    let ex = w.map { Foundation.exp($0 - mx) }
+                    let sum = ex.reduce(0, +)
+                    for c in 0..<ev {
+                        var o = 0.0
+                        for j in 0..<s { o += ex[j] / sum * Double(vs[(bh * s + j) * ev + c]) }
+                        want[(bh * l + i) * ev + c] = Float(o)
+                    }
+                }
+            }
+            assertClose(got.floats, want, tol: 1e-5, "sdpa grain \(grain)")
+        }
+    }
+
+    /// 3-D convolution and pooling (rank-5 inputs) against direct loops.
+    func testConv3DAgainstDirectLoops() throws {
+        var rng = MMRandom(seed: 9)
+        let x = Tensor(.fp32, shape: [1, 2, 4, 5, 6], floats: rng.floats(2 * 4 * 5 * 6))
+        let w = Tensor(.fp32, shape: [3, 2, 2, 3, 2], floats: rng.floats(3 * 2 * 2 * 3 * 2))
+        let ints = { (v: [Int32]) in RuntimeValue.tensor(Tensor(.int32, shape: [v.count], ints: v)) }
+        let got = try run("conv", ["x": .tensor(x), "weight": .tensor(w), "strides": ints([1, 2, 1]),
+                                   "pad": ints([1, 0, 0, 1, 1, 1]), "pad_type": .tensor(Tensor(dtype: .string, shape: [], data: .string(["custom"])))])
+        // out: D (4+1-2)/1+1 = 4, H (5+1-3)/2+1 = 2, W (6+2-2)/1+1 = 7
+        XCTAssertEqual(got.shape, [1, 3, 4, 2, 7])
+        let xs = x.floats, ws = w.floats
+        var want = [Float](repeating: 0, count: 3 * 4 * 2 * 7)
+        for co in 0..<3 { for od in 0..<4 { for oh in 0..<2 { for ow in 0..<7 {
+            var s: Float = 0
+            for ci in 0..<2 { for kd in 0..<2 { for kh in 0..<3 { for kw in 0..<2 {
+                let id = od - 1 + kd, ih = oh * 2 + kh, iw = ow - 1 + kw
+                if id < 0 || id >= 4 || ih < 0 || ih >= 5 || iw < 0 || iw >= 6 { continue }
+                s += xs[((ci * 4 + id) * 5 + ih) * 6 + iw] * ws[(((co * 2 + ci) * 2 + kd) * 3 + kh) * 2 + kw]
+            } } } }
+            want[((co * 4 + od) * 2 + oh) * 7 + ow] = s
+        } } } }
+        assertClose(got.floats, want, tol: 1e-5, "conv3d")
+
+        let mp = try run("max_pool", ["x": .tensor(x), "kernel_sizes": ints([2, 2, 3]), "strides": ints([2, 2, 3]),
+                                      "pad_type": .tensor(Tensor(dtype: .string, shape: [], data: .string(["valid"])))])
+        XCTAssertEqual(mp.shape, [1, 2, 2, 2, 2])
+        var wantMax = [Float](repeating: -.infinity, count: 16)
+        for c in 0..<2 { for od in 0..<2 { for oh in 0..<2 { for ow in 0..<2 {
+            for kd in 0..<2 { for kh in 0..<2 { for kw in 0..<3 {
+                let v = xs[((c * 4 + od * 2 + kd) * 5 + oh * 2 + kh) * 6 + ow * 3 + kw]
+                let o = ((c * 2 + od) * 2 + oh) * 2 + ow
+                wantMax[o] = max(wantMax[o], v)
+            } } }
+        } } } }
+        XCTAssertEqual(mp.floats, wantMax)
+    }
+
+    // MARK: - benchmark (by hand)
+
+    /// `FORGE_BENCH=1 swift test -c release --filter MatmulKernelTests/testBenchmarkLinear`
+    func testBenchmarkLinear() throws {
+        guard ProcessInfo.processInfo.environment["FORGE_BENCH"] == "1" else { throw XCTSkip("set FORGE_BENCH=1 to run") }
+        var rng = MMRandom(seed: 10)
+        let (k, n) = (576, 1536)
+        let w = Tensor(.fp32, shape: [n, k], floats: rng.floats(n * k))
+        let q = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: false)
+        let qOff = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: true)
+        let qPerChannel = rng.quantized(shape: [n, k], scaleShape: [n, 1], offset: false)
+        print("CKernels level \(GEMM.simdLevel), \(GEMM.cores) cores")
+        for m in [1, 64] {
+            let x = Tensor(.fp32, shape: [1, m, k], floats: rng.floats(m * k))
+            for (name, weight) in [("fp32", RuntimeValue.tensor(w)), ("int8 block32", .quantized(q)),
+                                   ("int8 block32+offset", .quantized(qOff)), ("int8 per-channel", .quantized(qPerChannel))] {
+                for threads in ["1 thread", "all cores"] {
+                    GEMM.parallelGrain = threads == "1 thread" ? Int.max : 1 << 16
+                    let inv = invocation("linear", ["x": .tensor(x), "weight": weight])
+                    let flops = 2.0 * Double(m * n * k)
+                    var iters = 0
+                    for _ in 0..<5 { _ = try MatmulKernels.linear(inv) }
+                    let start = DispatchTime.now().uptimeNanoseconds
+                    var elapsed = 0.0
+                    repeat {
+                        _ = try MatmulKernels.linear(inv)
+                        iters += 1
+                        elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+                    } while elapsed < 0.5
+                    let per = elapsed / Double(iters)
+                    print(String(format: "linear [1,%d,%d]x[%d,%d]ᵀ %-20@ %-9@ %8.1f µs  %6.1f GFLOP/s",
+                                 m, k, n, k, name as NSString, threads as NSString, per * 1e6, flops / per / 1e9))
+                }
+            }
+        }
+        GEMM.parallelGrain = 1 << 16
+    }
+
+    // MARK: - helpers
+
+    func invocation(_ op: String, _ values: [String: RuntimeValue], out: DType = .fp32) -> KernelInvocation {
+        let inputs = values.keys.sorted().map { name in
+            OpInput(name: name, operands: [.value(Value(name: name, type: .tensor(TensorType(.fp32, fixed: []))))])
+        }
+        let o = Op(type: op, inputs: inputs, outputs: [Value(name: "out", type: .tensor(TensorType(out, [])))],
+                   attributes: [Attribute(name: "name", value: .string(op))])
+        return KernelInvocation(op: o, precision: .fp32, values: values.mapValues { [$0] })
+    }
+
+    func run(_ op: String, _ values: [String: RuntimeValue]) throws -> Tensor {
+        let kernel = try XCTUnwrap(KernelRegistry.kernel(for: op))
+        return try kernel(invocation(op, values))[0].dense()
+    }
+
+    func assertClose(_ got: [Float], _ want: [Float], tol: Float, _ what: String, file: StaticString = #filePath, line: UInt = #line) {
+        guard got.count == want.count else { return XCTFail("\(what): \(got.count) values, expected \(want.count)", file: file, line: line) }
+        for i in 0..<got.count where !(abs(got[i] - want[i]) <= tol * max(1, abs(want[i]))) {
+            return XCTFail("\(what): element \(i) is \(got[i]), expected \(want[i])", file: file, line: line)
+        }
+    }
+}
+
+/// Deterministic random numbers for the tests.
+struct MMRandom {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    /// Uniform in [-1, 1).
+    mutating func float() -> Float { Float(next() >> 40) / Float(1 << 23) - 1 }
+    mutating func floats(_ n: Int) -> [Float] { (0..<n).map { _ in float() } }
+    mutating func int8() -> Int8 { Int8(truncatingIfNeeded: next() >> 56) }
+
+    mutating func quantized(shape: [Int], scaleShape: [Int], offset: Bool) -> QuantizedTensor {
+        let n = shape.reduce(1, *), s = scaleShape.reduce(1, *)
+        return QuantizedTensor(dtype: .fp32, shape: shape, data: (0..<n).map { _ in int8() },
+                               scale: (0..<s).map { _ in 0.001 + 0.02 * abs(float()) }, scaleShape: scaleShape,
+                               offset: offset ? (0..<s).map { _ in (4 * float()).rounded() } : nil)
+    }
+}
+
+/// ``OpVectors`` plus string inputs (`"strings": {name: value}` in the JSON; `.npz` cannot
+/// hold strings), reading the arrays from another family's `.npz`.
+enum LinalgStringVectors {
+    struct Case: Decodable {
+        var id: String
+        var op: String
+        var inputs: [String: String]?
+        var variadic: [String: [String]]?
+        var strings: [String: String]?
+        var outputs: [OpVectors.Case.Output]
+        var atol: Double?
+        var rtol: Double?
+        var precision: String?
+        var expect_error: Bool?
+    }
+    struct File: Decodable { var cases: [Case] }
+
+    static func run(json: String, npz: String, file: StaticString = #filePath, line: UInt = #line) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: OpVectors.dir + json + ".json"))
+        let cases = try JSONDecoder().decode(File.self, from: data).cases
+        let arrays = try NPZ.read(path: OpVectors.dir + npz + ".npz")
+        XCTAssertFalse(cases.isEmpty, file: file, line: line)
+        var failures = 0
+        for c in cases {
+            var values: [String: [RuntimeValue]] = [:]
+            var opInputs: [OpInput] = []
+            for (name, key) in c.inputs ?? [:] {
+                let t = try XCTUnwrap(arrays[key], "\(c.id): npz has no \(key)")
+                values[name] = [.tensor(t)]
+                opInputs.append(OpInput(name: name, operands: [.value(Value(name: key, type: .tensor(TensorType(t.dtype, fixed: t.shape))))]))
+            }
+            for (name, keys) in c.variadic ?? [:] {
+                let ts = try keys.map { try XCTUnwrap(arrays[$0], "\(c.id): npz has no \($0)") }
+                values[name] = ts.map { .tensor($0) }
+                opInputs.append(OpInput(name: name, operands: zip(keys, ts).map { .value(Value(name: $0, type: .tensor(TensorType($1.dtype, fixed: $1.shape)))) }))
+            }
+            for (name, s) in c.strings ?? [:] {
+                values[name] = [.tensor(Tensor(dtype: .string, shape: [], data: .string([s])))]
+                opInputs.append(OpInput(name: name, operands: [.value(Value(name: name, type: .tensor(TensorType(.string, fixed: []))))]))
+            }
+            let outs = try c.outputs.map { o -> Value in
+                Value(name: o.key, type: .tensor(TensorType(try XCTUnwrap(DType(rawValue: o.dtype)), [])))
+            }
+            let op = Op(type: c.op, inputs: opInputs, outputs: outs, attributes: [Attribute(name: "name", value: .string(c.id))])
+            let kernel = try XCTUnwrap(KernelRegistry.kernel(for: c.op), "\(c.id): no kernel")
+            let precision = Precision(rawValue: c.precision ?? "fp32") ?? .fp32
+            let results: [RuntimeValue]
+            do {
+                results = try kernel(KernelInvocation(op: op, precision: precision, values: values))
+            } catch {
+                if c.expect_error == true { continue }
+                XCTFail("\(c.id): kernel threw \(error)", file: file, line: line)
+                failures += 1
+                continue
+            }
+            if c.expect_error == true {
+                XCTFail("\(c.id): expected an error", file: file, line: line)
+                failures += 1
+                continue
+            }
+            for (r, o) in zip(results, c.outputs) {
+                var got = try r.dense()
+                got.dtype = DType(rawValue: o.dtype) ?? got.dtype
+                if precision == .fp16 || got.dtype == .fp16 { Rounding.toStorage(&got) }
+                let want = try XCTUnwrap(arrays[o.key])
+                guard got.shape == want.shape else {
+                    XCTFail("\(c.id): shape \(got.shape), expected \(want.shape)", file: file, line: line)
+                    failures += 1
+                    continue
+                }
+                let g = got.floats, w = want.floats
+                for i in 0..<w.count {
+                    let a = Double(g[i]), b = Double(w[i])
+                    if (a.isNaN && b.isNaN) || a == b { continue }
+                    if !(abs(a - b) <= (c.atol ?? 1e-5) + (c.rtol ?? 1e-5) * abs(b)) {
+                        XCTFail("\(c.id): element \(i) is \(a), expected \(b)", file: file, line: line)
+                        failures += 1
+                        break
+                    }
+                }
+            }
+        }
+        print("opvectors \(json): \(cases.count) cases, \(failures) failures")
+    }
+}

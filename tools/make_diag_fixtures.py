@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Fixtures for `forge-ir diagnose`: one small package per finding kind, in models-ir/diag/.
+
+Usage:  tools/.venv/bin/python tools/make_diag_fixtures.py [--out models-ir/diag] [--only NAME ...]
+
+Each is a MIL Builder program (iOS18, FLOAT16 unless noted) that shows exactly one problem;
+the expected finding is in EXPECTED (also checked by Tests/PassesTests/DiagnoseTests.swift).
+Kinds coremltools refuses to build are made by the Swift tests instead.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+import coremltools as ct  # noqa: E402
+from coremltools.converters.mil import Builder as mb  # noqa: E402
+from coremltools.converters.mil.mil import types  # noqa: E402
+from coremltools.converters.mil.mil import get_new_symbol  # noqa: E402
+
+from make_fixtures import fix_manifest, fix_metadata  # noqa: E402
+
+warnings.filterwarnings("ignore")
+TARGET = ct.target.iOS18
+
+# fixture -> the one finding code diagnose must report (besides notes)
+EXPECTED = {
+    "reshape_s1": "shape_error",
+    "slice_zero_s1": "zero_dimension",
+    "cast_int8_length": "cast_overflow",
+    "state_window_overflow": "index_out_of_range",
+    "squeeze_no_axes": "squeeze_flexible",
+    "state_output_alias": "state_output_alias",
+    "range_lower_zero": "range_lower_bound_zero",
+    "constraint_mismatch": "flexible_constraint_mismatch",
+    "enumerated_stateful": "enumerated_shapes_with_state",
+    "mask_beyond_fp16": "fp16_constant_out_of_range",
+}
+
+
+def save(prog, out_dir, name, inputs=None, states=None, precision=ct.precision.FLOAT16, **kw):
+    ml = ct.convert(
+        prog, convert_to="mlprogram", minimum_deployment_target=TARGET, compute_precision=precision,
+        inputs=inputs, skip_model_load=True, **kw,
+    )  # states of a MIL program come from its StateTensorSpec inputs (`states=` is torch-only)
+    path = os.path.join(out_dir, name + ".mlpackage")
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    fix_metadata(ml)
+    ml.save(path)
+    fix_manifest(path, "diag/" + name)
+    return path
+
+
+def seq_input(name, lo, hi, last, default=None, dtype=np.float16):
+    return ct.TensorType(name=name, shape=(1, ct.RangeDim(lo, hi, default=default or lo), last), dtype=dtype)
+
+
+def gen_reshape_s1(out):
+    # [1, S, 3] -> [2, -1]: 3*S elements split in two rows only works for even S.
+    S = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S, 3), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x):
+        y = mb.reshape(x=x, shape=[2, -1], name="rows")
+        return mb.mul(x=y, y=np.float16(2.0), name="out")
+
+    save(prog, out, "reshape_s1", inputs=[seq_input("x", 1, 16, 3, default=2)])
+
+
+def gen_slice_zero_s1(out):
+    # logits[:, 1:, :] (a shifted-target slice) is empty at S = 1.
+    S = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S, 8), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x):
+        y = mb.slice_by_index(x=x, begin=[0, 1, 0], end=[1, 0, 8], end_mask=[True, True, True], name="shifted")
+        return mb.mul(x=y, y=np.float16(2.0), name="out")
+
+    save(prog, out, "slice_zero_s1", inputs=[seq_input("x", 1, 16, 8, default=4)])
+
+
+def gen_cast_int8_length(out):
+    # The sequence length, taken from shape(x), cast to int8: wraps past 127.
+    S = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S, 4), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x):
+        s = mb.shape(x=x, name="shape_x")
+        n = mb.gather(x=s, indices=1, axis=0, name="seq_len")
+        n8 = mb.cast(x=n, dtype="int8", name="seq_len_int8")
+        n32 = mb.cast(x=n8, dtype="int32", name="seq_len_back")
+        nf = mb.cast(x=n32, dtype="fp16", name="seq_len_fp16")
+        return mb.mul(x=x, y=nf, name="out")
+
+    save(prog, out, "cast_int8_length", inputs=[seq_input("x", 1, 256, 4, default=8)])
+
+
+def gen_state_window_overflow(out):
+    # Writes S rows at cache_offset into a 16-row state, but S goes up to 32.
+    S = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S, 8), dtype=types.fp16),
+                             mb.TensorSpec(shape=(1,), dtype=types.int32),
+                             mb.StateTensorSpec(shape=(1, 16, 8), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x, cache_offset, cache):
+        s = mb.shape(x=x)
+        n = mb.gather(x=s, indices=1, axis=0)
+        r = mb.range_1d(start=0, end=n, step=1)
+        idx = mb.add(x=cache_offset, y=r, name="idx")
+        old = mb.read_state(input=cache)
+        new = mb.scatter(data=old, indices=idx, updates=x, axis=1, mode="update", name="write_window")
+        mb.coreml_update_state(state=cache, value=new)
+        red = mb.reduce_sum(x=new, axes=[1], keep_dims=True)
+        return mb.add(x=x, y=red, name="out")
+
+    save(prog, out, "state_window_overflow",
+         inputs=[seq_input("x", 1, 32, 8), ct.TensorType(name="cache_offset", shape=(1,), dtype=np.int32)],
+         states=[ct.StateType(wrapped_type=ct.TensorType(shape=(1, 16, 8), dtype=np.float16), name="cache")])
+
+
+def gen_squeeze_no_axes(out):
+    S = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S, 8), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x):
+        y = mb.squeeze(x=x, name="squeezed")
+        return mb.mul(x=y, y=np.float16(2.0), name="out")
+
+    save(prog, out, "squeeze_no_axes", inputs=[seq_input("x", 1, 16, 8, default=4)])
+
+
+def gen_state_output_alias(out):
+    # The value written to the state is also returned: a known Core ML runtime crash.
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4), dtype=types.fp16),
+                             mb.StateTensorSpec(shape=(1, 4), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x, acc):
+        old = mb.read_state(input=acc)
+        new = mb.add(x=old, y=x, name="new_acc")
+        mb.coreml_update_state(state=acc, value=new)
+        return new
+
+    save(prog, out, "state_output_alias", outputs=[ct.TensorType(name="new_acc")],
+         states=[ct.StateType(wrapped_type=ct.TensorType(shape=(1, 4), dtype=np.float16), name="acc")])
+
+
+def gen_range_lower_zero(out):
+    S = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S, 8), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x):
+        return mb.mul(x=x, y=np.float16(2.0), name="out")
+
+    save(prog, out, "range_lower_zero", inputs=[seq_input("x", 0, 16, 8, default=4)])
+
+
+def gen_constraint_mismatch(out):
+    # a and b are added (so their S must be equal) but declared with different ranges.
+    S = get_new_symbol()
+    T = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S, 8), dtype=types.fp16),
+                             mb.TensorSpec(shape=(1, T, 8), dtype=types.fp16)], opset_version=TARGET)
+    def prog(a, b):
+        return mb.add(x=a, y=b, name="out")
+
+    save(prog, out, "constraint_mismatch", inputs=[seq_input("a", 1, 64, 8), seq_input("b", 1, 32, 8)])
+
+
+def gen_enumerated_stateful(out):
+    S = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S, 8), dtype=types.fp16),
+                             mb.StateTensorSpec(shape=(1, 8), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x, acc):
+        old = mb.read_state(input=acc)
+        tot = mb.reduce_sum(x=x, axes=[1], name="tot")
+        new = mb.add(x=old, y=tot, name="new_acc")
+        mb.coreml_update_state(state=acc, value=new)
+        return mb.mul(x=x, y=np.float16(1.0), name="out")
+
+    save(prog, out, "enumerated_stateful",
+         inputs=[ct.TensorType(name="x", shape=ct.EnumeratedShapes(shapes=[(1, 1, 8), (1, 16, 8)], default=(1, 1, 8)), dtype=np.float16)],
+         states=[ct.StateType(wrapped_type=ct.TensorType(shape=(1, 8), dtype=np.float16), name="acc")])
+
+
+def gen_mask_beyond_fp16(out):
+    # An fp32 program where a -1e9 mask constant feeds an fp16 add.
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4), dtype=types.fp32)], opset_version=TARGET)
+    def prog(x):
+        xh = mb.cast(x=x, dtype="fp16", name="x_fp16")
+        mask = mb.const(val=np.array([[0.0, 0.0, -1e9, -1e9]], dtype=np.float32), name="mask")
+        mh = mb.cast(x=mask, dtype="fp16", name="mask_fp16")
+        y = mb.add(x=xh, y=mh, name="masked")
+        return mb.cast(x=y, dtype="fp32", name="out")
+
+    save(prog, out, "mask_beyond_fp16", precision=ct.precision.FLOAT32,
+         pass_pipeline=ct.PassPipeline.EMPTY)
+
+
+GENERATORS = {name: globals()["gen_" + name] for name in EXPECTED}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "models-ir", "diag"))
+    ap.add_argument("--only", nargs="*", choices=sorted(GENERATORS))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for name, fn in GENERATORS.items():
+        if args.only and name not in args.only:
+            continue
+        try:
+            fn(args.out)
+            print(f"[make_diag_fixtures] {name}: ok", file=sys.stderr)
+        except Exception as e:  # report what coremltools refuses, keep going
+            print(f"[make_diag_fixtures] {name}: coremltools refused: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
