@@ -386,7 +386,7 @@ def large_reference(model, prompt_ids, out_npz, tokenizer):
     data["top5_ids"] = np.stack([a for a, _ in t5])
     data["top5_values"] = np.stack([b for _, b in t5])
     text = tokenizer.decode(picked, skip_special_tokens=False)
-    data["generated_text"] = np.array(text)
+    data["generated_text_utf8"] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)  # no <U / object arrays
     np.savez_compressed(out_npz, **data)
     return picked, text
 
@@ -451,7 +451,6 @@ def stage_large(state, out_large, summary):
     log(f"fp32 reference (fp16-rounded weights): {text!r}")
     summary["reference_fp16_weights"] = {"generated_ids": toks, "text": text, "seconds": round(time.time() - t, 1)}
 
-    # fp16 residual-stream range (fp16 overflow risk in the package)
     t = time.time()
     mlmodel = sl.convert(m, prompt_ids[:7], ct=ct)
     p16 = save(mlmodel, os.path.join(out_large, "smollm2-135m-fp16.mlpackage"), "smollm2-135m-fp16")

@@ -203,9 +203,10 @@ AI void dequant_body(const fk_qmatrix *W, long r0, long rows, long c0, long cols
 }
 
 /// `nr` (≤ 4) weight rows starting at absolute row `n` against one activation row `x`:
-/// per block, an 8-wide float accumulator of x·q per row (and of Σx when there is an
-/// offset), then `total += scale * (acc - offset * Σx)`. Needs block_cols % 8 == 0.
-AI void q_rows(const int nr, const int has_off, long K, const float *x, const fk_qmatrix *W, long n,
+/// per block, an 8-wide float accumulator of x·q per row, then `total += scale · acc`; with an
+/// offset, `scale · offset · Σx_block` (block sums `xsum`, precomputed once per activation row)
+/// is subtracted in a scalar. Needs block_cols % 8 == 0.
+AI void q_rows(const int nr, const int has_off, long K, const float *x, const float *xsum, const fk_qmatrix *W, long n,
                float *y, const float *bias, int acc) {
     const long bc = W->block_cols;
     const long nb = K / bc;
@@ -219,31 +220,31 @@ AI void q_rows(const int nr, const int has_off, long K, const float *x, const fk
         o[r] = has_off ? W->offset + srow : NULL;
     }
     v8f t[4];
-    for (int r = 0; r < nr; r++) t[r] = splat(0);
+    float corr[4];
+    for (int r = 0; r < nr; r++) { t[r] = splat(0); corr[r] = 0; }
     for (long b = 0; b < nb; b++) {
-        v8f a[4], xs = splat(0);
+        v8f a[4];
         for (int r = 0; r < nr; r++) a[r] = splat(0);
         for (long i = b * bc; i < (b + 1) * bc; i += 8) {
             v8f xv = ld8(x + i);
-            if (has_off) xs += xv;
             for (int r = 0; r < nr; r++) a[r] += xv * ldq8(q[r] + i);
         }
         for (int r = 0; r < nr; r++) {
-            if (has_off) a[r] -= xs * o[r][b];
             t[r] += a[r] * s[r][b];
+            if (has_off) corr[r] += s[r][b] * o[r][b] * xsum[b];
         }
     }
     for (int r = 0; r < nr; r++) {
-        float v = hsum8(t[r]);
+        float v = hsum8(t[r]) - corr[r];
         if (bias) v += bias[r];
         y[r] = acc ? y[r] + v : v;
     }
 }
 
 #define Q_CASE(NR, OFF) \
-    case (NR) * 2 + (OFF): q_rows(NR, OFF, K, x, W, n, y, bias, acc); break;
+    case (NR) * 2 + (OFF): q_rows(NR, OFF, K, x, xsum, W, n, y, bias, acc); break;
 
-AI void q_rows_any(int nr, int has_off, long K, const float *x, const fk_qmatrix *W, long n, float *y,
+AI void q_rows_any(int nr, int has_off, long K, const float *x, const float *xsum, const fk_qmatrix *W, long n, float *y,
                    const float *bias, int acc) {
     switch (nr * 2 + has_off) {
         Q_CASE(1, 0) Q_CASE(2, 0) Q_CASE(3, 0) Q_CASE(4, 0)
@@ -262,13 +263,31 @@ AI void qgemm_nt_body(long M, long N, long K, const float *A, long lda, const fk
     if (M <= 0 || N <= 0) return;
     const int has_off = W->offset != NULL;
     if (M <= Q_DIRECT_MAX_M && W->block_cols % 8 == 0 && K % W->block_cols == 0) {
+        // Block sums of each activation row (only needed with offsets).
+        const long nb = K / W->block_cols;
+        float local[Q_DIRECT_MAX_M * 64];
+        float *xsum = local;
+        if (has_off && M * nb > Q_DIRECT_MAX_M * 64) {
+            xsum = malloc((size_t)(M * nb) * sizeof(float));
+            if (!xsum) goto panel_route;  // out of memory: the panel route below
+        }
+        if (has_off) {
+            for (long m = 0; m < M; m++)
+                for (long b = 0; b < nb; b++) {
+                    float sum = 0;
+                    for (long i = b * W->block_cols; i < (b + 1) * W->block_cols; i++) sum += A[m * lda + i];
+                    xsum[m * nb + b] = sum;
+                }
+        }
         for (long j = 0; j < N; j += 4) {
             int nr = (int)lmin(4, N - j);
             for (long m = 0; m < M; m++)
-                q_rows_any(nr, has_off, K, A + m * lda, W, n0 + j, C + m * ldc + j, bias ? bias + j : NULL, acc);
+                q_rows_any(nr, has_off, K, A + m * lda, xsum + m * nb, W, n0 + j, C + m * ldc + j, bias ? bias + j : NULL, acc);
         }
+        if (xsum != local) free(xsum);
         return;
     }
+panel_route:;
     const long P = lmin(Q_PANEL_ROWS, N);
     float *panel = NULL;
     if (posix_memalign((void **)&panel, 64, (size_t)(P * (K > 0 ? K : 1)) * sizeof(float)) != 0) {

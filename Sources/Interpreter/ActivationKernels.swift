@@ -8,12 +8,16 @@ import GraphIR
 /// defaults when absent: `leaky_relu` alpha 0.01, `elu` alpha 1, `thresholded_relu` alpha 1,
 /// `sigmoid_hard` alpha 0.2 / beta 0.5, `scaled_tanh` alpha 1 / beta 1, `linear_activation`
 /// beta 0.
+///
+/// `clamped_relu` follows the op reference's definition, `x >= 0 ? min(beta, x) : min(beta, alpha·x)`;
+/// coremltools' value inference (`min(max(x,0),beta) + min(min(x,0)·alpha, beta)`) agrees with it
+/// only for beta >= 0.
 enum ActivationKernels {
     static let table: [String: Kernel] = [
         "relu": { try ElementwiseKernels.unary($0, { $0 < 0 ? 0 : $0 }) },
         "relu6": { try ElementwiseKernels.unary($0, { $0 < 0 ? 0 : ($0 > 6 ? 6 : $0) }) },
-        "sigmoid": { try ElementwiseKernels.unary($0, { 1 / (1 + Foundation.exp(-$0)) }) },
-        "silu": { try ElementwiseKernels.unary($0, { $0 / (1 + Foundation.exp(-$0)) }) },
+        "sigmoid": { try unary8($0, { 1 / (1 + FastExp.exp8(-$0)) }) },
+        "silu": { try unary8($0, { $0 / (1 + FastExp.exp8(-$0)) }) },
         "softplus": { try ElementwiseKernels.unary($0, { Act.softplus($0) }) },
         "softsign": { try ElementwiseKernels.unary($0, { $0 / (1 + Swift.abs($0)) }) },
         "gelu": gelu,
@@ -41,7 +45,7 @@ enum ActivationKernels {
         },
         "scaled_tanh": { inv in
             let a = try inv.float("alpha", default: 1), b = try inv.float("beta", default: 1)
-            return try ElementwiseKernels.unary(inv, { a * Foundation.tanh(b * $0) })
+            return try unary8(inv, { a * FastExp.tanh8(b * $0) })
         },
         "linear_activation": { inv in
             let a = try inv.float("alpha"), b = try inv.float("beta", default: 0)
@@ -51,6 +55,13 @@ enum ActivationKernels {
         "softplus_parametric": softplusParametric,
         "softmax": softmax,
     ]
+
+    /// A float unary op computed eight lanes at a time.
+    @inline(__always)
+    static func unary8(_ inv: KernelInvocation, _ f: (SIMD8<Float>) -> SIMD8<Float>) throws -> [RuntimeValue] {
+        let x = try inv.tensor("x")
+        return [EW.floatResult(inv.outputDType(), x.shape, FastExp.map(x.floats, f))]
+    }
 
     /// MIL `gelu(x, mode)`: EXACT (default) `0.5x(1+erf(x/√2))`, TANH_APPROXIMATION
     /// `0.5x(1+tanh(√(2/π)(x+0.044715x³)))`, SIGMOID_APPROXIMATION `x·sigmoid(1.702x)`.
@@ -62,9 +73,9 @@ enum ActivationKernels {
             return try ElementwiseKernels.unary(inv, { 0.5 * $0 * (1 + Foundation.erf($0 * r)) })
         case "TANH_APPROXIMATION":
             let k = Float((2 / Double.pi).squareRoot())
-            return try ElementwiseKernels.unary(inv, { x in 0.5 * x * (1 + Foundation.tanh(k * (x + 0.044715 * x * x * x))) })
+            return try unary8(inv, { x in 0.5 * x * (1 + FastExp.tanh8(k * (x + 0.044715 * x * x * x))) })
         case "SIGMOID_APPROXIMATION":
-            return try ElementwiseKernels.unary(inv, { $0 / (1 + Foundation.exp(-1.702 * $0)) })
+            return try unary8(inv, { $0 / (1 + FastExp.exp8(-1.702 * $0)) })
         default:
             throw KernelError("gelu: unknown mode '\(mode)' (EXACT, TANH_APPROXIMATION, SIGMOID_APPROXIMATION)")
         }
@@ -113,11 +124,9 @@ enum ActivationKernels {
                         }
                         for k in 0..<n {
                             let row = s + base + k * inner, orow = o + base + k * inner
-                            for j in 0..<inner {
-                                let e = Foundation.exp(row[j] - m[j])
-                                orow[j] = e
-                                sum[j] += e
-                            }
+                            for j in 0..<inner { orow[j] = row[j] - m[j] }
+                            FastExp.apply(orow, orow, inner) { FastExp.exp8($0) }
+                            for j in 0..<inner { sum[j] += orow[j] }
                         }
                         for j in 0..<inner { sum[j] = 1 / sum[j] }
                         for k in 0..<n {
@@ -152,22 +161,26 @@ enum Act {
         return (shape[..<axis].reduce(1, *), shape[axis], shape[(axis + 1)...].reduce(1, *))
     }
 
-    /// Softmax of one contiguous row.
+    /// Softmax of one contiguous row (n > 0).
     @inline(__always)
     static func softmaxRow(_ s: UnsafePointer<Float>, _ o: UnsafeMutablePointer<Float>, _ n: Int) {
-        var m = -Float.infinity
-        var nan = false
-        for i in 0..<n {
-            let v = s[i]
-            m = v > m ? v : m
-            nan = nan || v.isNaN
+        let m = Reduce.extreme(s, n, max: true)
+        let mv = SIMD8<Float>(repeating: m)
+        let rs = UnsafeRawPointer(s), ro = UnsafeMutableRawPointer(o)
+        var acc = SIMD8<Float>()
+        var i = 0
+        while i + 8 <= n {
+            let e = FastExp.exp8(rs.loadUnaligned(fromByteOffset: i * 4, as: SIMD8<Float>.self) - mv)
+            ro.storeBytes(of: e, toByteOffset: i * 4, as: SIMD8<Float>.self)
+            acc += e
+            i += 8
         }
-        if nan { m = .nan }
-        var sum: Float = 0
-        for i in 0..<n {
-            let e = Foundation.exp(s[i] - m)
+        var sum = acc.sum()
+        while i < n {
+            let e = FastExp.exp(s[i] - m)
             o[i] = e
             sum += e
+            i += 1
         }
         let inv = 1 / sum
         for i in 0..<n { o[i] *= inv }
@@ -196,5 +209,94 @@ enum Act {
             }
         }
         return out
+    }
+}
+
+/// Vectorized `exp` for Float (Cephes `expf` scheme: `x = n·ln2 + r`, |r| ≤ ln2/2, a degree-6
+/// polynomial for `e^r`, `2^n` built in the exponent bits). Within a few ulp of libm's `expf`
+/// (checked over the whole input range in ElementwiseKernelTests); underflows gradually to 0,
+/// overflows to +inf, NaN stays NaN. Used by `exp`, `sigmoid`, `silu`, `softmax`, `gelu` (sigmoid
+/// and tanh forms), `tanh`, `scaled_tanh`, which on LLM activations are dominated by exp.
+enum FastExp {
+    @inline(__always)
+    static func exp8(_ x: SIMD8<Float>) -> SIMD8<Float> {
+        let hi = SIMD8<Float>(repeating: 88.72283)   // ln(Float.greatestFiniteMagnitude)
+        let lo = SIMD8<Float>(repeating: -103.97208) // ln(Float.leastNonzeroMagnitude / 2)
+        // (Mask selects: SIMD's `clamped` is a scalar, NaN-aware loop.)
+        let v = x.replacing(with: lo, where: x .< lo).replacing(with: hi, where: x .> hi)
+        // n = round(v / ln2) with the 1.5·2^23 trick (no SSE4.1 rounding needed).
+        let magic = SIMD8<Float>(repeating: 12_582_912)
+        let t = v * 1.442_695_04 + magic
+        let n = t - magic
+        var r = v - n * 0.693_359_375        // ln2 hi
+        r = r - n * (-2.121_944_4e-4)        // ln2 lo
+        var p = SIMD8<Float>(repeating: 1.987_569_1e-4)
+        p = p * r + 1.398_199_9e-3
+        p = p * r + 8.333_452e-3
+        p = p * r + 4.166_579_6e-2
+        p = p * r + 1.666_666_5e-1
+        p = p * r + 5e-1
+        p = p * (r * r) + r + 1
+        // 2^n (n in -150...128) as 2^n1 · 2^n2, both factors normal; n sits in t's low bits.
+        let ni = unsafeBitCast(t, to: SIMD8<Int32>.self) &- 0x4B40_0000
+        let n1 = ni &>> 1, n2 = ni &- n1
+        let s1 = unsafeBitCast((n1 &+ 127) &<< 23, to: SIMD8<Float>.self)
+        let s2 = unsafeBitCast((n2 &+ 127) &<< 23, to: SIMD8<Float>.self)
+        var out = p * s1 * s2
+        out.replace(with: .infinity, where: x .> hi)
+        out.replace(with: 0, where: x .< lo)
+        out.replace(with: x, where: x .!= x)
+        return out
+    }
+
+    @inline(__always)
+    static func exp(_ x: Float) -> Float { exp8(SIMD8(repeating: x))[0] }
+
+    /// Vectorized `tanh` (Cephes `tanhf` scheme): `x + x·z·P(z)`, z = x², for |x| < 0.625;
+    /// `sign(x)·(1 − 2/(e^{2|x|} + 1))` above. Within a few ulp of libm; NaN stays NaN.
+    @inline(__always)
+    static func tanh8(_ x: SIMD8<Float>) -> SIMD8<Float> {
+        let a = x.replacing(with: -x, where: x .< 0)
+        let z = x * x
+        var p = SIMD8<Float>(repeating: -5.704_988_7e-3)
+        p = p * z + 2.063_908_9e-2
+        p = p * z - 5.373_971_6e-2
+        p = p * z + 1.333_144_2e-1
+        p = p * z - 3.333_328_2e-1
+        let small = x + x * z * p
+        var big = 1 - 2 / (exp8(a + a) + 1)
+        big.replace(with: -big, where: x .< 0)
+        var out = small.replacing(with: big, where: a .>= 0.625)
+        out.replace(with: x, where: x .!= x)
+        return out
+    }
+
+    /// `out[i] = f(a[i])` eight lanes at a time (the tail padded), f built on ``exp8(_:)``.
+    @inline(__always)
+    static func map(_ a: [Float], _ f: (SIMD8<Float>) -> SIMD8<Float>) -> [Float] {
+        let n = a.count
+        return [Float](unsafeUninitializedCapacity: n) { buf, initialized in
+            if n > 0 {
+                a.withUnsafeBufferPointer { p in apply(p.baseAddress!, buf.baseAddress!, n, f) }
+            }
+            initialized = n
+        }
+    }
+
+    /// `o[i] = f(s[i])` for i < n (s and o may alias).
+    @inline(__always)
+    static func apply(_ s: UnsafePointer<Float>, _ o: UnsafeMutablePointer<Float>, _ n: Int, _ f: (SIMD8<Float>) -> SIMD8<Float>) {
+        let rs = UnsafeRawPointer(s), ro = UnsafeMutableRawPointer(o)
+        var i = 0
+        while i + 8 <= n {
+            ro.storeBytes(of: f(rs.loadUnaligned(fromByteOffset: i * 4, as: SIMD8<Float>.self)), toByteOffset: i * 4, as: SIMD8<Float>.self)
+            i += 8
+        }
+        if i < n {
+            var v = SIMD8<Float>()
+            for k in 0..<(n - i) { v[k] = s[i + k] }
+            let r = f(v)
+            for k in 0..<(n - i) { o[i + k] = r[k] }
+        }
     }
 }

@@ -129,6 +129,15 @@ public enum Broadcast {
                                 let qo = po + o, qa = pa + oa, qb = pb + ob, qc = pc + oc
                                 if ia == 1 && ib == 1 && ic == 1 {
                                     for i in 0..<inner { (qo + i).initialize(to: f(qa[i], qb[i], qc[i])) }
+                                } else if ia == 1 && ib == 1 && ic == 0 {
+                                    let z = qc[0]
+                                    for i in 0..<inner { (qo + i).initialize(to: f(qa[i], qb[i], z)) }
+                                } else if ia == 1 && ib == 0 && ic == 1 {
+                                    let y = qb[0]
+                                    for i in 0..<inner { (qo + i).initialize(to: f(qa[i], y, qc[i])) }
+                                } else if ia == 0 && ib == 1 && ic == 1 {
+                                    let x = qa[0]
+                                    for i in 0..<inner { (qo + i).initialize(to: f(x, qb[i], qc[i])) }
                                 } else {
                                     for i in 0..<inner { (qo + i).initialize(to: f(qa[i * ia], qb[i * ib], qc[i * ic])) }
                                 }

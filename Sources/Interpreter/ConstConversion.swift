@@ -5,6 +5,13 @@ public enum ConstConversion {
     /// - Throws: `KernelError` when the constant's storage does not match its type.
     public static func runtimeValue(_ c: ConstValue) throws -> RuntimeValue {
         switch c.payload {
+        case let .blob(ref) where c.type.tensorType?.dtype == .int8:
+            // Keep int8 weights mapped: constexpr kernels read them in place.
+            guard let t = c.type.tensorType, let shape = t.fixedShape, let file = ref.file else { return .tensor(try tensor(c)) }
+            let raw = try ref.bytes()
+            let n = shape.reduce(1, *)
+            guard raw.count >= n, let base = raw.baseAddress else { throw KernelError("int8 blob holds \(raw.count) bytes, \(t) needs \(n)") }
+            return .int8Blob(shape, Int8Buffer(mapped: base, count: n, owner: file))
         case .tensor, .blob:
             return .tensor(try tensor(c))
         case let .tuple(vs):

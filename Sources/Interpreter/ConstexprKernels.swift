@@ -17,8 +17,18 @@ enum ConstexprKernels {
     /// MIL iOS18 `constexpr_blockwise_shift_scale(data, scale, offset?)`:
     /// `out[i] = scale[i / b] * (data[i] - offset[i / b])`, b = data.shape / scale.shape per axis.
     static func blockwiseShiftScale(_ inv: KernelInvocation) throws -> [RuntimeValue] {
-        let data = try inv.tensor("data"), scale = try inv.tensor("scale")
+        let scale = try inv.tensor("scale")
         let offset = try inv.optionalTensor("offset")
+        // Mapped int8 data stays where it is.
+        if case let .int8Blob(shape, buffer) = try inv.value("data") {
+            guard shape.count == scale.rank, zip(shape, scale.shape).allSatisfy({ $1 > 0 && $0 % $1 == 0 }) else {
+                throw KernelError("scale shape \(scale.shape) does not divide data shape \(shape)")
+            }
+            if let o = offset, o.shape != scale.shape { throw KernelError("offset shape \(o.shape) differs from scale shape \(scale.shape)") }
+            return [.quantized(QuantizedTensor(dtype: inv.outputDType(), shape: shape, buffer: buffer,
+                                               scale: scale.floats, scaleShape: scale.shape, offset: offset?.floats))]
+        }
+        let data = try inv.tensor("data")
         guard data.rank == scale.rank else { throw KernelError("scale rank \(scale.rank) differs from data rank \(data.rank)") }
         for (d, s) in zip(data.shape, scale.shape) where s == 0 || d % s != 0 {
             throw KernelError("scale shape \(scale.shape) does not divide data shape \(data.shape)")

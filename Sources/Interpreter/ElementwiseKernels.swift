@@ -55,17 +55,17 @@ enum ElementwiseKernels {
         "sin": { try unary($0, { Foundation.sin($0) }) },
         "sinh": { try unary($0, { Foundation.sinh($0) }) },
         "tan": { try unary($0, { Foundation.tan($0) }) },
-        "tanh": { try unary($0, { Foundation.tanh($0) }) },
+        "tanh": { try ActivationKernels.unary8($0, { FastExp.tanh8($0) }) },
         "erf": { try unary($0, { Foundation.erf($0) }) },
-        "exp": { try unary($0, { Foundation.exp($0) }) },
-        "sqrt": { try unary($0, { $0.squareRoot() }) },
+        "exp": { try ActivationKernels.unary8($0, { FastExp.exp8($0) }) },
+        "sqrt": { try ActivationKernels.unary8($0, { $0.squareRoot() }) },
         "ceil": { try unary($0, { $0.rounded(.up) }) },
         "floor": { try unary($0, { $0.rounded(.down) }) },
         "round": { try unary($0, { $0.rounded(.toNearestOrEven) }) },
         // Unary with epsilon (default per MIL, in the dtype of x).
         "rsqrt": { inv in
             let e = try EW.epsilon(inv, default: 1e-12)
-            return try unary(inv, { 1 / ($0 + e).squareRoot() })
+            return try ActivationKernels.unary8(inv, { 1 / ($0 + e).squareRoot() })
         },
         "inverse": { inv in
             let e = try EW.epsilon(inv, default: 1e-4)

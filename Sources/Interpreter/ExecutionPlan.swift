@@ -1,3 +1,5 @@
+import Dispatch
+import Foundation
 import GraphIR
 
 /// A function resolved for execution: every op bound to its kernel once, values numbered into
@@ -21,6 +23,8 @@ public final class ExecutionPlan {
         let isConstant: Bool
         /// Nested block plans (control flow).
         let blocks: [BlockPlan]
+        /// A KV write fused by ``StateUpdateFusion`` (no outputs; updates a state in place).
+        var fusedStateWrite = false
     }
 
     enum Ref {
@@ -45,6 +49,34 @@ public final class ExecutionPlan {
     /// Slots read by at least one consumer that cannot take a ``QuantizedTensor``.
     var needsDense = Set<Int>()
 
+    /// Steps fused at plan time, by kind (`attention`, `state_write`), for tests and `--profile`.
+    public var fusions: [String: Int] {
+        var out: [String: Int] = [:]
+        func walk(_ p: BlockPlan) {
+            for st in p.steps {
+                if st.fusedStateWrite { out["state_write", default: 0] += 1 }
+                if st.inputs.first?.name == "query" && st.op.type == "matmul" { out["attention", default: 0] += 1 }
+                for b in st.blocks { walk(b) }
+            }
+        }
+        walk(root)
+        return out
+    }
+
+    /// When set, time spent per op type (seconds, calls) is accumulated here.
+    public var profile: [String: (seconds: Double, calls: Int)]?
+
+    /// `--profile` text: op types by total time.
+    public func profileReport() -> String {
+        guard let profile else { return "" }
+        let total = profile.values.reduce(0) { $0 + $1.seconds }
+        var out = String(format: "%-36@ %10@ %8@ %7@\n", "op" as NSString, "seconds" as NSString, "calls" as NSString, "share" as NSString)
+        for (op, v) in profile.sorted(by: { $0.value.seconds > $1.value.seconds }) {
+            out += String(format: "%-36@ %10.4f %8d %6.1f%%\n", op as NSString, v.seconds, v.calls, total > 0 ? v.seconds / total * 100 : 0)
+        }
+        return out
+    }
+
     /// Builds the plan.
     /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
     public init(function: Function, precision: Precision = .fp32) throws {
@@ -56,7 +88,18 @@ public final class ExecutionPlan {
         guard missing.isEmpty else {
             throw InterpreterError.unsupportedOps(function: function.name, ops: missing.sorted())
         }
+        if precision == .fp32 {
+            AttentionFusion.apply(root, useCount: useCounts(root), constants: { [constants] i in i < constants.count ? constants[i] : nil })
+        }
+        StateUpdateFusion.apply(root, useCount: useCounts(root))
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
+    }
+
+    /// How many times each slot is read (operands in every block, and block outputs).
+    func useCounts(_ plan: BlockPlan) -> [Int: Int] {
+        var counts: [Int: Int] = [:]
+        for s in slotsRead(plan) { counts[s, default: 0] += 1 }
+        return counts
     }
 
     func newSlot(_ v: Value) -> Int {
@@ -137,7 +180,7 @@ public final class ExecutionPlan {
         }
         plan.steps = plan.steps.enumerated().map { i, st in
             Step(op: st.op, kernel: st.kernel, inputs: st.inputs, outputSlots: st.outputSlots, release: release[i],
-                 isConstant: st.isConstant, blocks: st.blocks)
+                 isConstant: st.isConstant, blocks: st.blocks, fusedStateWrite: st.fusedStateWrite)
         }
     }
 
@@ -227,7 +270,15 @@ public final class ExecutionPlan {
                         values[name] = try refs.map { try resolve($0, slots: slots) }
                     }
                     let inv = KernelInvocation(op: step.op, precision: precision, values: values)
-                    results = try step.kernel!(inv)
+                    if profile != nil {
+                        let t0 = DispatchTime.now().uptimeNanoseconds
+                        results = try step.kernel!(inv)
+                        let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+                        let old = profile![step.op.type] ?? (0, 0)
+                        profile![step.op.type] = (old.seconds + dt, old.calls + 1)
+                    } else {
+                        results = try step.kernel!(inv)
+                    }
                 }
             } catch let e as KernelError {
                 throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: e.reason)

@@ -16,8 +16,25 @@ public enum Precision: String, Sendable, CaseIterable {
 public enum Rounding {
     /// Rounds every element to the nearest fp16 (ties to even; overflow → ±inf).
     public static func toHalf(_ a: inout [Float]) {
-        a.withUnsafeMutableBufferPointer { p in
-            for i in p.indices { p[i] = Half.toFloat(Half.fromFloat(p[i])) }
+        a.withUnsafeMutableBufferPointer { toHalf($0) }
+    }
+
+    /// Rounds in place. Values in fp16's normal range are rounded with integer bit operations on
+    /// the float (round to nearest even on the 13 dropped mantissa bits); zeros, subnormals,
+    /// overflow, inf and NaN take the exact conversion path.
+    @inline(__always)
+    public static func toHalf(_ p: UnsafeMutableBufferPointer<Float>) {
+        guard let base = p.baseAddress else { return }
+        let bits = UnsafeMutableRawPointer(base).assumingMemoryBound(to: UInt32.self)
+        for i in 0..<p.count {
+            let x = bits[i]
+            let mag = x & 0x7FFF_FFFF
+            // [2^-14, 65520): normal fp16 range that cannot round up to infinity.
+            if mag &- 0x3880_0000 < 0x477F_F000 &- 0x3880_0000 {
+                bits[i] = (x &+ 0x0FFF &+ ((x >> 13) & 1)) & 0xFFFF_E000
+            } else if mag != 0 {
+                base[i] = Half.toFloat(Half.fromFloat(base[i]))
+            }
         }
     }
 

@@ -228,6 +228,30 @@ enum Reduce {
         rowSum(p, n, { $0.replacing(with: -$0, where: $0 .< 0) }, { Swift.abs($0) })
     }
 
+    /// Max (or min) of a contiguous row of n > 0 values; NaN if any is NaN.
+    @inline(__always)
+    static func extreme(_ p: UnsafePointer<Float>, _ n: Int, max isMax: Bool) -> Float {
+        let raw = UnsafeRawPointer(p)
+        var m = SIMD8<Float>(repeating: p[0])
+        var nan = SIMDMask<SIMD8<Int32>>()
+        var i = 0
+        while i + 8 <= n {
+            let v = raw.loadUnaligned(fromByteOffset: i * 4, as: SIMD8<Float>.self)
+            nan .|= v .!= v
+            m.replace(with: v, where: isMax ? v .> m : v .< m)
+            i += 8
+        }
+        if any(nan) { return .nan }
+        var r = isMax ? m.max() : m.min()
+        while i < n {
+            let v = p[i]
+            if v.isNaN { return v }
+            r = isMax ? (v > r ? v : r) : (v < r ? v : r)
+            i += 1
+        }
+        return r
+    }
+
     // MARK: float
 
     /// Reduces `src` viewed as `[outer, n, inner]` over the middle dimension.
@@ -268,15 +292,8 @@ enum Reduce {
         case .l2: return sumSquares(p, n).squareRoot()
         case .l1: return sumAbs(p, n)
         case .logSum: return Foundation.log(sum(p, n))
-        case .max, .min:
-            var m = p[0]
-            var nan = false
-            if mode == .max {
-                for i in 0..<n { let v = p[i]; m = v > m ? v : m; nan = nan || v.isNaN }
-            } else {
-                for i in 0..<n { let v = p[i]; m = v < m ? v : m; nan = nan || v.isNaN }
-            }
-            return nan ? .nan : m
+        case .max: return extreme(p, n, max: true)
+        case .min: return extreme(p, n, max: false)
         case .prod:
             var r: Float = 1
             for i in 0..<n { r *= p[i] }

@@ -39,15 +39,20 @@ public final class QuantizedTensor {
     /// Output dtype (fp16/fp32) and shape.
     public let dtype: DType
     public let shape: [Int]
-    /// Quantized values, widened to Int8 (int4/uint4/uint8 are unpacked; uint8 offset by the caller's zero point).
-    public let data: [Int8]
+    /// Quantized values as Int8 (int4/uint4 unpacked; uint8 shifted by −128 into the offset).
+    /// A view into the mapped weight file when the data is an int8 blob (no copy).
+    public let data: Int8Buffer
     /// Scale per block, `scaleShape` = shape / block sizes.
     public let scale: [Float]
     public let scaleShape: [Int]
     /// Zero point per block (same shape as scale), or nil.
     public let offset: [Float]?
 
-    public init(dtype: DType, shape: [Int], data: [Int8], scale: [Float], scaleShape: [Int], offset: [Float]?) {
+    public convenience init(dtype: DType, shape: [Int], data: [Int8], scale: [Float], scaleShape: [Int], offset: [Float]?) {
+        self.init(dtype: dtype, shape: shape, buffer: Int8Buffer(data), scale: scale, scaleShape: scaleShape, offset: offset)
+    }
+
+    public init(dtype: DType, shape: [Int], buffer data: Int8Buffer, scale: [Float], scaleShape: [Int], offset: [Float]?) {
         self.dtype = dtype
         self.shape = shape
         self.data = data
@@ -85,6 +90,8 @@ public final class QuantizedTensor {
 /// A value during execution.
 public enum RuntimeValue {
     case tensor(Tensor)
+    /// An int8 constant kept as a view of its mapped blob (shape, bytes); `dense()` widens it.
+    case int8Blob([Int], Int8Buffer)
     case quantized(QuantizedTensor)
     case state(StateBuffer)
     case list([RuntimeValue])
@@ -95,6 +102,7 @@ public enum RuntimeValue {
         switch self {
         case let .tensor(t): return t
         case let .quantized(q): return q.dequantize()
+        case let .int8Blob(shape, b): return Tensor(.int8, shape: shape, ints: b.map { Int32($0) })
         case let .state(s): throw KernelError("state '\(s.name)' used where a tensor is expected")
         case .list, .tuple: throw KernelError("list/tuple used where a tensor is expected")
         }

@@ -3,19 +3,24 @@ import GraphIR
 /// `fuse_dequant` (graph level, written back): every dequantization of constant data becomes
 /// the one constexpr op that expresses it, so compressed weights stay compressed in the
 /// written package. Numerically identical (the dequantized values are computed by the same
-/// formula `scale * (data - offset)` on the same numbers).
+/// formula `scale * (data - offset)` on the same numbers) — except a fused fp16 → fp32 cast of
+/// a blockwise op, which no longer rounds `scale * (data - offset)` to fp16 before widening
+/// (exact whenever that product is an fp16 number; otherwise within half an fp16 ulp, and
+/// closer to the real value).
 ///
 /// Rewrites, applied to a fixed point by ``RewriteDriver``:
 /// 1. `dequantize(input = const int8/uint8, scale, zero_point?, axis?)` of constants →
 ///    `constexpr_blockwise_shift_scale` (iOS18 functions; the scale and zero point are
 ///    reshaped to the data's rank, 1 everywhere but the axis — a type change only, same bytes
 ///    and same blob) or, before iOS18, `constexpr_affine_dequantize` (iOS16, attributes).
-///    An all-zero zero point is dropped.
 /// 2. iOS16 `constexpr_affine_dequantize` in an iOS18 function → `constexpr_blockwise_shift_scale`
 ///    with inline constant operands (iOS18 has no affine op).
-/// 3. `constexpr_cast(constexpr_blockwise_shift_scale(…))` → one blockwise op whose scale is
-///    in the cast's dtype; `constexpr_cast(constexpr_lut_to_dense(…))` → one lut op whose
-///    table is in the cast's dtype.
+///    In the blockwise form (1, 2) an all-zero zero point is dropped, a scalar scale or zero
+///    point next to a vector one is repeated along its axis, and an integer zero point of
+///    another dtype than the data becomes a float offset.
+/// 3. `constexpr_cast(constexpr_blockwise_shift_scale(…))` (fp16 → fp32) → one blockwise op
+///    whose scale is fp32; `constexpr_cast(constexpr_lut_to_dense(…))` → one lut op whose table
+///    is fp32 (exact).
 /// 4. `transpose` (constant `perm`) of a blockwise constant → its data, scale and offset
 ///    transposed (a new immediate, unless the permutation keeps the order of every non-1
 ///    axis: then only the types change). Only when the original has no other user, so that
@@ -114,6 +119,14 @@ public struct FuseDequant: FunctionPass {
         }
     }
 
+    /// True when `new` can stand for `old`'s value: same dtype, same rank, every fixed
+    /// dimension of `old` the same.
+    static func compatible(_ new: Op, _ old: Op) -> Bool {
+        guard let a = new.outputs.first?.type.tensorType, let b = old.outputs.first?.type.tensorType,
+              a.dtype == b.dtype, a.rank == b.rank else { return false }
+        return zip(a.shape, b.shape).allSatisfy { n, o in o.fixedValue == nil || n == o }
+    }
+
     /// Replaces `old` (one output) by `new`, which takes its name and output name.
     static func replace(_ old: Op, with new: Op, _ ctx: RewriteContext) {
         ctx.insert(new, before: old)
@@ -175,33 +188,64 @@ public struct FuseDequant: FunctionPass {
         }
         if !iOS18 {
             // Before iOS18: constexpr_affine_dequantize takes the same scalar/vector parameters.
-            guard (Opset.iosVersion(ctx.function.opset) ?? 0) >= 16 else { return false }
-            guard perAxisShape(scale, data: shape, axis: axis) != nil, zp.map({ perAxisShape($0, data: shape, axis: axis) != nil }) ?? true
-            else { return false }
+            guard (Opset.iosVersion(ctx.function.opset) ?? 0) >= 16,
+                  let sShape = perAxisShape(scale, data: shape, axis: axis) else { return false }
+            var zShape = sShape
+            if let z = zp {
+                guard let zs = perAxisShape(z, data: shape, axis: axis) else { return false }
+                zShape = zs
+            }
+            let vectorAxes = Set(shape.indices.filter { sShape[$0] != 1 || zShape[$0] != 1 })
+            guard vectorAxes.count <= 1 else { return false }
+            let a = vectorAxes.first ?? axis.map { $0 < 0 ? $0 + shape.count : $0 } ?? 0
             let zeroPoint = zp ?? ConstValue(type: .scalar(dt.dtype), payload: .tensor(.bytes([0])))
-            var a = axis ?? 0
-            if axis == nil, let n = scale.type.tensorType?.fixedShape?.first, n > 1 { a = shape.firstIndex(of: n) ?? 0 }
             let new = Op(type: "constexpr_affine_dequantize", outputs: [Value(name: ctx.names.fresh(op.name + "_affine"), type: .tensor(TensorType(st.dtype, dt.shape)))],
                          attributes: [Attribute(name: "name", value: .string(op.name)), Attribute(name: "quantized_data", value: data),
-                                      Attribute(name: "zero_point", value: zeroPoint), Attribute(name: "scale", value: scale),
+                                      Attribute(name: "scale", value: scale), Attribute(name: "zero_point", value: zeroPoint),
                                       Attribute(name: "axis", value: .int32(Int32(a)))])
+            guard compatible(new, op) else { return false }
             replace(op, with: new, ctx)
             counts.add("dequantize fused")
             return true
         }
-        guard let sShape = perAxisShape(scale, data: shape, axis: axis) else { return false }
-        var offset: ConstValue?
-        if let z = zp, !Consts.isAllZero(z) {
-            // A scalar zero point with a vector scale is repeated along the axis.
-            guard let zShape = perAxisShape(z, data: shape, axis: axis) else { return false }
-            offset = zShape == sShape ? Consts.retyped(z, shape: sShape) : Consts.broadcast(z, to: sShape)
-            guard offset != nil else { return false }
-        }
-        guard let new = Blockwise(data: data, scale: Consts.retyped(scale, shape: sShape), offset: offset)
-            .op(name: op.name, output: ctx.names.fresh(op.name + "_fused")) else { return false }
+        guard let b = blockwise(data: data, scale: scale, zeroPoint: zp, axis: axis),
+              let new = b.op(name: op.name, output: ctx.names.fresh(op.name + "_fused")), compatible(new, op) else { return false }
         replace(op, with: new, ctx)
         counts.add("dequantize fused")
         return true
+    }
+
+    /// A per-tensor / per-axis dequantization (`dequantize`, `constexpr_affine_dequantize`:
+    /// scalar or vector scale and zero point) in blockwise form: scale and offset of the data's
+    /// rank and of one shape (a scalar one is repeated along the other's axis; a type change
+    /// otherwise), an all-zero zero point dropped, an integer zero point of another dtype than
+    /// the data stored as a float offset in the scale's dtype.
+    static func blockwise(data: ConstValue, scale: ConstValue, zeroPoint: ConstValue?, axis: Int?) -> Blockwise? {
+        guard let dt = data.type.tensorType, let shape = dt.fixedShape, let st = scale.type.tensorType,
+              let sShape = perAxisShape(scale, data: shape, axis: axis) else { return nil }
+        var zp = zeroPoint
+        if let z = zp, Consts.isAllZero(z) { zp = nil }
+        var blockShape = sShape
+        var zShape: [Int]?
+        if let z = zp {
+            guard let zs = perAxisShape(z, data: shape, axis: axis) else { return nil }
+            zShape = zs
+            blockShape = zip(sShape, zs).map { max($0, $1) }
+        }
+        // Scale and zero point along different axes (possible only when the axis is inferred).
+        guard blockShape.filter({ $0 != 1 }).count <= 1,
+              let s = sShape == blockShape ? Consts.retyped(scale, shape: blockShape) : Consts.broadcast(scale, to: blockShape)
+        else { return nil }
+        var offset: ConstValue?
+        if var z = zp, let zs = zShape, let zt = z.type.tensorType {
+            if zt.dtype != dt.dtype && !zt.dtype.isFloat || zt.dtype == .fp64 {
+                guard let v = z.doubles(), let f = Consts.encode(v.map(Float.init), type: TensorType(st.dtype, zt.shape)) else { return nil }
+                z = f
+            }
+            guard let o = zs == blockShape ? Consts.retyped(z, shape: blockShape) : Consts.broadcast(z, to: blockShape) else { return nil }
+            offset = o
+        }
+        return Blockwise(data: data, scale: s, offset: offset)
     }
 
     // MARK: 2. constexpr_affine_dequantize → constexpr_blockwise_shift_scale (iOS18)
@@ -211,24 +255,10 @@ public struct FuseDequant: FunctionPass {
               let data = Consts.value(op, "quantized_data"), let dt = data.type.tensorType, dt.dtype == .int8 || dt.dtype == .uint8,
               let shape = dt.fixedShape, !shape.isEmpty,
               let scale = Consts.value(op, "scale"), let st = scale.type.tensorType, st.dtype == .fp16 || st.dtype == .fp32,
-              let zp = Consts.value(op, "zero_point"), let zt = zp.type.tensorType else { return false }
+              let zp = Consts.value(op, "zero_point") else { return false }
         let axis = Consts.value(op, "axis")?.ints()?.first
-        guard let sShape = perAxisShape(scale, data: shape, axis: axis), let zShape = perAxisShape(zp, data: shape, axis: axis) else { return false }
-        let blockShape = sShape == zShape ? sShape : zip(sShape, zShape).map { max($0, $1) }
-        guard let s = sShape == blockShape ? Consts.retyped(scale, shape: blockShape) : Consts.broadcast(scale, to: blockShape) else { return false }
-        var offset: ConstValue?
-        if !Consts.isAllZero(zp) {
-            // An integer offset must have the data's dtype; any other is stored as a float offset.
-            var z = zp
-            if zt.dtype != dt.dtype && !zt.dtype.isFloat || zt.dtype == .fp64 {
-                guard let v = zp.doubles(), let f = Consts.encode(v.map(Float.init), type: TensorType(st.dtype, zt.shape)) else { return false }
-                z = f
-            }
-            guard let o = zShape == blockShape ? Consts.retyped(z, shape: blockShape) : Consts.broadcast(z, to: blockShape) else { return false }
-            offset = o
-        }
-        guard let new = Blockwise(data: data, scale: s, offset: offset).op(name: op.name, output: ctx.names.fresh(op.name + "_blockwise"))
-        else { return false }
+        guard let b = blockwise(data: data, scale: scale, zeroPoint: zp, axis: axis),
+              let new = b.op(name: op.name, output: ctx.names.fresh(op.name + "_blockwise")), compatible(new, op) else { return false }
         replace(op, with: new, ctx)
         counts.add("affine dequantize converted")
         return true
@@ -238,13 +268,14 @@ public struct FuseDequant: FunctionPass {
 
     static func fuseCast(_ op: Op, _ ctx: RewriteContext, _ counts: Counts) -> Bool {
         guard op.type == "constexpr_cast", op.outputs.count == 1, let target = op.outputs[0].type.tensorType?.dtype,
-              target == .fp16 || target == .fp32, let src = op.operand("source_val")?.value, let source = src.producer else { return false }
+              target == .fp32, let src = op.operand("source_val")?.value, src.type.tensorType?.dtype == .fp16,
+              let source = src.producer else { return false }
         switch source.type {
         case "constexpr_blockwise_shift_scale":
             guard var b = Blockwise(source), let st = b.scale.type.tensorType, let v = b.scale.doubles(),
                   let scale = Consts.encode(v.map(Float.init), type: TensorType(target, st.shape)) else { return false }
             b.scale = scale
-            guard let new = b.op(name: op.name, output: ctx.names.fresh(op.name + "_fused")) else { return false }
+            guard let new = b.op(name: op.name, output: ctx.names.fresh(op.name + "_fused")), compatible(new, op) else { return false }
             replace(op, with: new, ctx)
         case "constexpr_lut_to_dense":
             // The table holds the output values; converting it is exact for fp16 → fp32.
@@ -265,6 +296,7 @@ public struct FuseDequant: FunctionPass {
             }
             let new = Op(type: source.type, inputs: inputs, outputs: [Value(name: ctx.names.fresh(op.name + "_fused"), type: .tensor(TensorType(target, outType.shape)))],
                          attributes: attributes)
+            guard compatible(new, op) else { return false }
             replace(op, with: new, ctx)
         default:
             return false
@@ -293,8 +325,7 @@ public struct FuseDequant: FunctionPass {
             offset = t
         }
         let folded = Blockwise(data: data, scale: scale, offset: offset)
-        guard folded.dataType?.shape == op.outputs[0].type.tensorType?.shape,
-              let new = folded.op(name: op.name, output: ctx.names.fresh(op.name + "_fused")) else { return false }
+        guard let new = folded.op(name: op.name, output: ctx.names.fresh(op.name + "_fused")), compatible(new, op) else { return false }
         replace(op, with: new, ctx)
         eraseIfUnused(source, ctx)
         counts.add("transposes folded")
@@ -311,7 +342,7 @@ public struct FuseDequant: FunctionPass {
               let newScaleShape = reshapedScaleShape(data: shape, scale: sShape, to: newShape) else { return false }
         let folded = Blockwise(data: Consts.retyped(b.data, shape: newShape), scale: Consts.retyped(b.scale, shape: newScaleShape),
                                offset: b.offset.map { Consts.retyped($0, shape: newScaleShape) })
-        guard let new = folded.op(name: op.name, output: ctx.names.fresh(op.name + "_fused")) else { return false }
+        guard let new = folded.op(name: op.name, output: ctx.names.fresh(op.name + "_fused")), compatible(new, op) else { return false }
         replace(op, with: new, ctx)
         eraseIfUnused(source, ctx)
         counts.add("reshapes folded")

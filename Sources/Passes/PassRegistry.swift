@@ -10,6 +10,7 @@ public enum PassRegistry {
         CommonSubexpressionElimination.self,
         TopologicalReorder.self,
         LowerSliceUpdate.self,
+        FuseDequant.self,
         InsertStateOutputCopy.self,
     ]
 

@@ -13,6 +13,7 @@ let commands: [Command.Type] = [
     RunCommand.self,
     OptimizeCommand.self,
     DiagnoseCommand.self,
+    GenerateCommand.self,
 ]
 
 let version = "0.1.0"

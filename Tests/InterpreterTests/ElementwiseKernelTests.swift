@@ -37,6 +37,45 @@ final class ElementwiseKernelTests: XCTestCase {
         }
     }
 
+    /// The vectorized exp against Double-precision exp over the whole Float range: relative error
+    /// ≤ 3e-7 (a few ulp) for normal results, absolute ≤ 2e-38 where the result is subnormal.
+    func testFastExpAccuracy() {
+        var worstRel = 0.0, worstAt: Float = 0
+        var x: Float = -110
+        while x < 90 {
+            let got = Double(FastExp.exp(x)), want = Foundation.exp(Double(x))
+            if want > Double(Float.greatestFiniteMagnitude) {
+                XCTAssertEqual(got, .infinity, "exp(\(x))")
+            } else if want < Double(Float.leastNormalMagnitude) {
+                XCTAssertLessThanOrEqual(abs(got - want), 2e-38, "exp(\(x))")
+            } else {
+                let rel = abs(got - want) / want
+                if rel > worstRel { worstRel = rel; worstAt = x }
+            }
+            x += 0.001_731
+        }
+        XCTAssertLessThanOrEqual(worstRel, 3e-7, "worst at \(worstAt)")
+        XCTAssertEqual(FastExp.exp(0), 1)
+        XCTAssertEqual(FastExp.exp(-.infinity), 0)
+        XCTAssertEqual(FastExp.exp(.infinity), .infinity)
+        XCTAssertTrue(FastExp.exp(.nan).isNaN)
+        // tanh: relative error against Double tanh.
+        var worstTanh = 0.0
+        x = -12
+        while x < 12 {
+            let got = Double(FastExp.tanh8(SIMD8(repeating: x))[0]), want = Foundation.tanh(Double(x))
+            if want != 0 { worstTanh = max(worstTanh, abs(got - want) / abs(want)) }
+            x += 0.000_913
+        }
+        XCTAssertLessThanOrEqual(worstTanh, 3e-7)
+        let t = FastExp.tanh8(SIMD8(.nan, .infinity, -.infinity, 0, -0.0, 1e-30, 100, -100))
+        XCTAssertTrue(t[0].isNaN)
+        XCTAssertEqual(Array(t.indices.dropFirst()).map { t[$0] }, [1, -1, 0, 0, 1e-30, 1, -1])
+        // Lanes are independent: the SIMD and tail paths agree.
+        let v = (0..<19).map { Float($0) * 0.37 - 3 }
+        XCTAssertEqual(FastExp.map(v) { FastExp.exp8($0) }, v.map { FastExp.exp($0) })
+    }
+
     // MARK: - broadcasting
 
     func testBroadcastShapes() throws {

@@ -46,3 +46,22 @@ final class NPYTests: XCTestCase {
         XCTAssertThrowsError(try NPZ.read(path: "/nonexistent.npz"))
     }
 }
+
+/// The fast fp16 rounding agrees with the exact conversion on every fp16 boundary region.
+final class RoundingTests: XCTestCase {
+    func testFastHalfRoundingMatchesExactConversion() {
+        var rng = SystemRandomNumberGenerator()
+        var values: [Float] = [0, -0, 1, -1, 65504, 65519.99, 65520, -65520, 1e-8, -1e-8, 6.1035156e-05, 6.1e-05,
+                               5.96e-08, 2.98e-08, .infinity, -.infinity, .nan, 0.1, 1.0009765625, 1.00048828125, 1.000732421875]
+        for _ in 0..<100_000 {
+            values.append(Float(bitPattern: UInt32.random(in: 0...UInt32.max, using: &rng)))
+        }
+        var fast = values
+        Rounding.toHalf(&fast)
+        for (v, f) in zip(values, fast) {
+            let exact = Half.toFloat(Half.fromFloat(v))
+            if exact.isNaN { XCTAssertTrue(f.isNaN); continue }
+            XCTAssertEqual(f.bitPattern, exact.bitPattern, "rounding \(v) (0x\(String(v.bitPattern, radix: 16)))")
+        }
+    }
+}

@@ -70,6 +70,18 @@ final class StatefulModelTests: XCTestCase {
         XCTAssertLessThanOrEqual(err, 1e-2)
     }
 
+    /// The KV writes run in place and attention reads the caches without tiled copies; fp16
+    /// precision keeps the unfused ops (per-op rounding).
+    func testExecutionFusionsApply() throws {
+        let model = try ModelLoader.load(path: Self.modelsDir + "tiny_llama_fp16.mlpackage")
+        let f = try XCTUnwrap(model.defaultFunction)
+        let plan = try ExecutionPlan(function: f)
+        XCTAssertEqual(plan.fusions["state_write"], 4)
+        XCTAssertEqual(plan.fusions["attention"], 2)
+        let fp16 = try ExecutionPlan(function: f, precision: .fp16)
+        XCTAssertNil(fp16.fusions["attention"])
+    }
+
     func testInt8NeverHoldsDenseWeights() throws {
         // The int8 package's quantized weights reach `linear`/`gather` as QuantizedTensor; only
         // these consumers may see them, so no dense fp32 copy of a weight matrix is made.

@@ -1,0 +1,137 @@
+import Foundation
+import GraphIR
+import Interpreter
+import StateOps
+
+/// `forge-ir generate MODEL [--tokenizer tokenizer.json] (--prompt TEXT | --chat TEXT | --prompt-ids 1,2,3)
+/// [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]
+/// [--repetition-penalty R] [--seed S] [--prefill-chunk N] [--precision fp32|fp16] [--json]`
+enum GenerateCommand: Command {
+    static let spec = CommandSpec(
+        name: "generate",
+        summary: "Generate text with a stateful LLM package through its own input contract.",
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        options: [
+            .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer (byte-level BPE)."),
+            .option("prompt", value: "text", "Raw prompt text (no template)."),
+            .option("chat", value: "text", "A user message, wrapped in the chat template."),
+            .option("system", value: "text", "System message for --chat."),
+            .option("template", value: "name", "Chat template: auto (from the tokenizer), chatml, smollm2, qwen2, qwen2.5, gemma4 (default: auto)."),
+            .option("prompt-ids", value: "1,2,3", "Prompt as token ids (no tokenizer needed)."),
+            .option("max-tokens", value: "n", "Tokens to generate (default 64)."),
+            .option("temperature", value: "t", "0 = greedy (default 0)."),
+            .option("top-k", value: "k", "Sample among the k most likely tokens (default off)."),
+            .option("top-p", value: "p", "Nucleus sampling threshold (default 1 = off)."),
+            .option("repetition-penalty", value: "r", "Penalty for tokens already seen (default 1 = off)."),
+            .option("seed", value: "n", "Random seed for sampling (default 0)."),
+            .option("stop-ids", value: "1,2", "Extra token ids that stop generation."),
+            .option("prefill-chunk", value: "n", "Largest prefill call (1 = token by token; default: the graph's widest)."),
+            .option("function", value: "name", "Function to drive (default: the model's default)."),
+            .option("precision", value: "fp32|fp16", "Numerics (default fp32: Core ML CPU)."),
+            .flag("json", "Print prompt_ids, token_ids, text, tokens/s and peak memory as JSON."),
+            .flag("profile", "Print time per op type (stderr)."),
+        ],
+        discussion: """
+        Streams text to stdout as it is generated (with a tokenizer; ids otherwise) and ends with
+        a timing line on stderr: prompt: N tokens, X tok/s · generation: M tokens, Y tok/s.
+        """
+    )
+
+    static func parseIDs(_ s: String, option: String) throws -> [Int32] {
+        let parts = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        return try parts.map { p in
+            guard let v = Int32(p), v >= 0 else {
+                throw UsageError(message: "--\(option) takes comma-separated non-negative token ids, got '\(p)'", helpCommand: "forge-ir generate")
+            }
+            return v
+        }
+    }
+
+    static func number<T: LosslessStringConvertible>(_ args: ParsedArguments, _ name: String, _ d: T) throws -> T {
+        guard let s = args.value(name) else { return d }
+        guard let v = T(s) else { throw UsageError(message: "--\(name) takes a number, got '\(s)'", helpCommand: "forge-ir generate") }
+        return v
+    }
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let path = args.positionals[0]
+        let precisionText = args.value("precision") ?? "fp32"
+        guard let precision = Precision(rawValue: precisionText) else {
+            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: "forge-ir generate")
+        }
+        let maxTokens: Int = try number(args, "max-tokens", 64)
+        guard maxTokens >= 0 else { throw UsageError(message: "--max-tokens must be ≥ 0", helpCommand: "forge-ir generate") }
+        var sampling = SamplingOptions()
+        sampling.temperature = try number(args, "temperature", Float(0))
+        sampling.topK = try number(args, "top-k", 0)
+        sampling.topP = try number(args, "top-p", Float(1))
+        sampling.repetitionPenalty = try number(args, "repetition-penalty", Float(1))
+        sampling.seed = try number(args, "seed", UInt64(0))
+        let given = ["prompt", "chat", "prompt-ids"].filter { args.value($0) != nil }
+        guard given.count == 1 else {
+            throw UsageError(message: "give exactly one of --prompt, --chat, --prompt-ids", helpCommand: "forge-ir generate")
+        }
+        let text = try TextCodec.load(args)
+        var stop = Set(try args.value("stop-ids").map { try parseIDs($0, option: "stop-ids") } ?? [])
+        let prompt: [Int32]
+        if let ids = args.value("prompt-ids") {
+            prompt = try parseIDs(ids, option: "prompt-ids")
+        } else {
+            guard let text else {
+                throw UsageError(message: "--prompt and --chat need --tokenizer", helpCommand: "forge-ir generate")
+            }
+            if let chat = args.value("chat") {
+                let encoded = try text.encodeChat(user: chat, system: args.value("system"), template: args.value("template") ?? "auto")
+                prompt = encoded.ids
+                stop.formUnion(encoded.stopIDs)
+            } else {
+                prompt = try text.encode(args.value("prompt")!)
+            }
+        }
+        if let text { stop.formUnion(text.defaultStopIDs) }
+
+        let model = try ModelLoader.load(path: path)
+        let session = try Session(model: model, function: args.value("function"), precision: precision)
+        let generator = try Generator(session: session)
+        if args.flag("profile") { session.plan.profile = [:] }
+        if let chunk = args.value("prefill-chunk") {
+            guard let n = Int(chunk), n >= 1 else { throw UsageError(message: "--prefill-chunk takes a number ≥ 1", helpCommand: "forge-ir generate") }
+            generator.prefillChunk = n
+        }
+        for extra in generator.contract.extraInputs {
+            throw InterpreterError.unsupported("function '\(session.function.name)' also takes input '\(extra.name)' (\(extra.type)); bind it with forge-ir's library API (Generator.boundInputs)")
+        }
+        let json = args.flag("json")
+        var stream = text?.streamingDecoder()
+        let result = try generator.generate(prompt: prompt, maxTokens: maxTokens, sampling: sampling, stop: stop) { id in
+            if !json {
+                if stream != nil { Console.out(stream!.push(id)) } else { Console.out("\(id) ") }
+            }
+            return true
+        }
+        if !json {
+            if stream != nil { Console.out(stream!.finish()) }
+            Console.out("\n")
+        }
+        let peak = peakResidentBytes()
+        let summary = String(format: "prompt: %d tokens, %.1f tok/s · generation: %d tokens, %.1f tok/s",
+                             prompt.count, result.prefillTokensPerSecond, result.tokenIDs.count, result.decodeTokensPerSecond)
+        if json {
+            var obj: [String: JSONValue] = [
+                "prompt_ids": .array(prompt.map { .int(Int($0)) }),
+                "token_ids": .array(result.tokenIDs.map { .int(Int($0)) }),
+                "stop_reason": .string(result.stopReason),
+                "prefill_tok_s": .double(result.prefillTokensPerSecond),
+                "decode_tok_s": .double(result.decodeTokensPerSecond),
+                "prefill_seconds": .double(result.prefillSeconds),
+                "decode_seconds": .double(result.decodeSeconds),
+                "peak_rss_bytes": .int(peak),
+            ]
+            obj["text"] = text.map { .string($0.decode(result.tokenIDs)) } ?? .null
+            Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
+        }
+        Console.err(summary + "\n")
+        if args.flag("profile") { Console.err(session.plan.profileReport()) }
+        return ExitCode.ok
+    }
+}
