@@ -63,18 +63,8 @@ public final class Generator {
         let w = position + width <= ctx ? width : n
         var padded = ids
         padded += [Int32](repeating: 0, count: w - n)
-        var mask = [Float](repeating: -1e4, count: w * ctx)
-        for r in 0..<w {
-            let last = min(position + r, ctx - 1)
-            mask.withUnsafeMutableBufferPointer { m in
-                for c in 0...last { m[r * ctx + c] = 0 }
-            }
-        }
         var inputs = boundInputs
-        inputs["input_ids"] = Tensor(.int32, shape: [1, w], ints: padded)
-        inputs["causal_mask"] = Tensor(contract.maskDType, shape: [1, 1, w, ctx], floats: mask)
-        inputs["position_ids"] = Tensor(.int32, shape: [1, w], ints: (0..<w).map { Int32(position + $0) })
-        inputs["cache_offset"] = Tensor(.int32, shape: [1], ints: [Int32(position)])
+        for (k, v) in contract.inputs(ids: padded, position: position) { inputs[k] = v }
         let out = try session.predict(inputs)
         guard let logits = out[contract.logitsName] else { throw GenerationError("model returned no '\(contract.logitsName)'") }
         guard logits.rank == 3, logits.shape[1] == w else {

@@ -8,6 +8,7 @@ import XCTest
 /// `tools/opvectors_*.py`; nothing expected comes from forge-ir.
 ///
 /// JSON: `{"cases": [{"id", "op", "inputs": {name: npz_key}, "variadic": {name: [npz_key…]},
+/// "strings": {name: value} (string inputs, which an .npz cannot hold),
 /// "outputs": [{"key": npz_key, "dtype": "fp32"}], "atol", "rtol", "precision": "fp32"|"fp16",
 /// "expect_error": false}]}`.
 enum OpVectors {
@@ -16,6 +17,7 @@ enum OpVectors {
         var op: String
         var inputs: [String: String]?
         var variadic: [String: [String]]?
+        var strings: [String: String]?
         var outputs: [Output]
         var atol: Double?
         var rtol: Double?
@@ -28,10 +30,11 @@ enum OpVectors {
     static let dir = NPYTests.root + "/models-ir/opvectors/"
 
     /// Builds a one-op program for the case, runs its kernel, compares every output.
-    static func run(family: String, file: StaticString = #filePath, line: UInt = #line) throws {
+    /// - Parameter arrays: the `.npz` holding the arrays (default: `<family>.npz`).
+    static func run(family: String, arrays arraysFile: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws {
         let json = try Data(contentsOf: URL(fileURLWithPath: dir + family + ".json"))
         let cases = try JSONDecoder().decode(File.self, from: json).cases
-        let arrays = try NPZ.read(path: dir + family + ".npz")
+        let arrays = try NPZ.read(path: dir + (arraysFile ?? family) + ".npz")
         XCTAssertFalse(cases.isEmpty, "no cases for \(family)", file: file, line: line)
         var failures = 0
         for c in cases {
@@ -45,6 +48,10 @@ enum OpVectors {
                 let t = try array(key)
                 values[name] = [.tensor(t)]
                 opInputs.append(OpInput(name: name, operands: [.value(Value(name: key, type: .tensor(TensorType(t.dtype, fixed: t.shape))))]))
+            }
+            for (name, text) in c.strings ?? [:] {
+                values[name] = [.tensor(Tensor(dtype: .string, shape: [], data: .string([text])))]
+                opInputs.append(OpInput(name: name, operands: [.constant(.string(text))]))
             }
             for (name, keys) in c.variadic ?? [:] {
                 let ts = try keys.map(array)

@@ -15,50 +15,7 @@ final class TransformKernelTests: XCTestCase {
     /// `transform_modes.json` adds `"strings": {input: value}` to the harness format (an `.npz`
     /// cannot hold strings); arrays come from `transform.npz`.
     func testModeVectors() throws {
-        struct Case: Decodable {
-            var id: String
-            var op: String
-            var inputs: [String: String]?
-            var strings: [String: String]?
-            var outputs: [Output]
-            var atol: Double?
-            var rtol: Double?
-            var expect_error: Bool?
-            struct Output: Decodable { var key: String; var dtype: String }
-        }
-        struct File: Decodable { var cases: [Case] }
-        let dir = OpVectors.dir
-        let cases = try JSONDecoder().decode(File.self, from: Data(contentsOf: URL(fileURLWithPath: dir + "transform_modes.json"))).cases
-        let arrays = try NPZ.read(path: dir + "transform.npz")
-        XCTAssertFalse(cases.isEmpty)
-        for c in cases {
-            var values: [String: [RuntimeValue]] = [:]
-            for (name, key) in c.inputs ?? [:] { values[name] = [.tensor(try XCTUnwrap(arrays[key], "\(c.id): no array \(key)"))] }
-            for (name, s) in c.strings ?? [:] { values[name] = [.tensor(Tensor(dtype: .string, shape: [], data: .string([s])))] }
-            let outs = try c.outputs.map { Value(name: $0.key, type: .tensor(TensorType(try XCTUnwrap(DType(rawValue: $0.dtype)), []))) }
-            let op = Op(type: c.op, outputs: outs, attributes: [Attribute(name: "name", value: .string(c.id))])
-            let kernel = try XCTUnwrap(KernelRegistry.kernel(for: c.op), "\(c.id): no kernel")
-            let results: [RuntimeValue]
-            do {
-                results = try kernel(KernelInvocation(op: op, precision: .fp32, values: values))
-            } catch {
-                if c.expect_error != true { XCTFail("\(c.id): kernel threw \(error)") }
-                continue
-            }
-            guard c.expect_error != true else { XCTFail("\(c.id): expected an error"); continue }
-            XCTAssertEqual(results.count, c.outputs.count, c.id)
-            for (r, o) in zip(results, c.outputs) {
-                let got = try r.dense(), want = try XCTUnwrap(arrays[o.key])
-                XCTAssertEqual(got.shape, want.shape, "\(c.id) \(o.key)")
-                guard got.shape == want.shape else { continue }
-                let atol = c.atol ?? 1e-5, rtol = c.rtol ?? 1e-5
-                for (i, (g, w)) in zip(got.floats, want.floats).enumerated() where !(g == w || abs(Double(g) - Double(w)) <= atol + rtol * abs(Double(w))) {
-                    XCTFail("\(c.id) \(o.key): element \(i) is \(g), expected \(w)")
-                    break
-                }
-            }
-        }
-        print("opvectors transform_modes: \(cases.count) cases")
+        try OpVectors.run(family: "transform_modes", arrays: "transform")
     }
 
     /// The `expect_error` vectors fail for their own reason (a refused operand), not because

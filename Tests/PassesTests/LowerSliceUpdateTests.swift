@@ -65,15 +65,11 @@ final class LowerSliceUpdateTests: XCTestCase {
 }
 
 enum PassLLMInputs {
+    /// The four contract inputs as the generator builds them.
     static func make(ids: [Int32], offset: Int, ctx: Int) -> [String: Tensor] {
-        let s = ids.count
-        var mask = [Float](repeating: -1e4, count: s * ctx)
-        for r in 0..<s { for c in 0...(offset + r) { mask[r * ctx + c] = 0 } }
-        return [
-            "input_ids": Tensor(.int32, shape: [1, s], ints: ids),
-            "causal_mask": Tensor(.fp16, shape: [1, 1, s, ctx], floats: mask),
-            "position_ids": Tensor(.int32, shape: [1, s], ints: (0..<s).map { Int32(offset + $0) }),
-            "cache_offset": Tensor(.int32, shape: [1], ints: [Int32(offset)]),
-        ]
+        let model = try! ModelLoader.load(path: PassFixtures.path("tiny_llama_fp16.mlpackage"))
+        let contract = try! LLMContract(function: model.defaultFunction!)
+        precondition(contract.contextLength == ctx)
+        return contract.inputs(ids: ids, position: offset)
     }
 }
