@@ -7,6 +7,7 @@ Usage (venv with tools/requirements-large.txt, see tools/NOTES.md):
   tools/.venv/bin/python tools/convert_smollm2.py --only check     # GGUF load, tokenizer, HF generation
   tools/.venv/bin/python tools/convert_smollm2.py --only twin      # 2-layer CI twin only
   tools/.venv/bin/python tools/convert_smollm2.py --only large     # 30-layer fp16 + int8 packages
+  tools/.venv/bin/python tools/convert_smollm2.py --naive-rmsnorm  # only the fp16 package with the naive RMSNorm
 
 Outputs
   models-ir/large/tokenizer.json                         HF tokenizers format, built from GGUF metadata
@@ -18,6 +19,8 @@ Outputs
   models-ir/reference/smollm2_twin_int8_run.npz          its reference run (tiny_llama_int8_run.npz key format)
   models-ir/reference/smollm2_twin_int8.json             spec_reference JSON of the twin
   models-ir/large/convert_log.json                       summary (timings, sizes, tokens, text)
+  models-ir/large/smollm2-135m-fp16-naive.mlpackage      --naive-rmsnorm: (x*x).mean() RMSNorm (overflows in fp16)
+  models-ir/large/convert_naive_log.json                 --naive-rmsnorm: its summary
 """
 
 import argparse
@@ -476,6 +479,55 @@ def stage_large(state, out_large, summary):
         summary.setdefault("npz_bytes", {})[f] = du(os.path.join(out_large, f))
 
 
+class NaiveRMSNorm(torch.nn.Module):
+    """The tiny fixture's / HF Llama's RMSNorm without the fp32 upcast: ``(x * x).mean()`` in
+    the model's compute precision. coremltools lowers it to ``mul(x, x) -> reduce_mean -> add
+    (eps) -> rsqrt -> mul(x, .) -> mul(weight)``, all fp16 with FLOAT16: the square overflows
+    once |x| > 256, which SmolLM2's residual stream exceeds (see NOTES.md). Used only to build
+    the fp16-overflow demonstration package for ``forge-ir diagnose`` / ``fp16_safe_rms_norm``."""
+
+    def __init__(self, weight, eps):
+        super().__init__()
+        self.weight = torch.nn.Parameter(weight.detach().clone())
+        self.eps = float(eps)
+
+    def forward(self, x):
+        var = (x * x).mean(-1, keepdim=True)
+        return x * torch.rsqrt(var + self.eps) * self.weight
+
+
+def make_naive(model):
+    """Swap every ``sl.RMSNorm`` of ``model`` for a ``NaiveRMSNorm`` with the same weight."""
+    n = 0
+    for layer in model.layers:
+        for attr in ("input_layernorm", "post_attention_layernorm"):
+            old = getattr(layer, attr)
+            setattr(layer, attr, NaiveRMSNorm(old.weight, old.eps))
+            n += 1
+    model.norm = NaiveRMSNorm(model.norm.weight, model.norm.eps)
+    return n + 1
+
+
+def stage_naive(state, out_large, summary):
+    """fp16 package of the 30-layer model with the naive (x*x).mean() RMSNorm (no int8, no
+    reference run: the fp16 package's references apply, the weights are the same)."""
+    meta, tensors, prompt_ids = state["meta"], state["tensors"], state["prompt_ids"]
+    spec = spec_for(meta, CTX_LARGE)
+    m = stateful_from_tensors(spec, tensors).round_weights_to_fp16()
+    norms = make_naive(m)
+    # same function in torch fp32 (sanity: the swap changes nothing numerically in fp32)
+    data, picked = sl.greedy_run(m, prompt_ids, 4)
+    log(f"naive RMSNorm ({norms} norms), torch fp32 greedy: {picked}")
+    t = time.time()
+    mlmodel = sl.convert(m, prompt_ids[:7], ct=ct)
+    p = save(mlmodel, os.path.join(out_large, "smollm2-135m-fp16-naive.mlpackage"), "smollm2-135m-fp16-naive")
+    summary["fp16_naive"] = {"path": p, "bytes": du(p), "convert_seconds": round(time.time() - t, 1),
+                             "norms": norms, "torch_fp32_tokens": picked}
+    log(f"fp16 naive-RMSNorm package: {du(p)} bytes in {time.time() - t:.0f}s")
+    del mlmodel
+    summary["fp16_naive"]["op_counts"] = op_counts(p)
+
+
 def stage_twin(state, out_dir, summary):
     from make_fixtures import write_reference
 
@@ -512,8 +564,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["check", "twin", "large"], nargs="*")
     ap.add_argument("--out", default=os.path.join(ROOT, "models-ir"))
+    ap.add_argument("--naive-rmsnorm", action="store_true",
+                    help="build models-ir/large/smollm2-135m-fp16-naive.mlpackage ((x*x).mean() RMSNorm, "
+                         "fp16-overflowing; for forge-ir diagnose --precision fp16) -- only that, unless --only is given too")
     args = ap.parse_args()
-    stages = args.only or ["check", "twin", "large"]
+    stages = args.only or ([] if args.naive_rmsnorm else ["check", "twin", "large"])
     out_dir = os.path.abspath(args.out)
     out_large = os.path.join(out_dir, "large")
     os.makedirs(out_large, exist_ok=True)
@@ -541,8 +596,11 @@ def main():
         stage_twin(state, out_dir, summary)
     if "large" in stages:
         stage_large(state, out_large, summary)
+    if args.naive_rmsnorm:
+        stage_naive(state, out_large, summary)
     summary["total_seconds"] = round(time.time() - T0, 1)
-    log_path = os.path.join(out_large, "convert_log.json")
+    # a naive-only run keeps the main run's convert_log.json
+    log_path = os.path.join(out_large, "convert_naive_log.json" if not args.only and args.naive_rmsnorm else "convert_log.json")
     with open(log_path, "w") as f:
         json.dump(summary, f, indent=1, default=str)
     log(f"done; summary in {log_path}")

@@ -5,6 +5,8 @@ Usage:  tools/.venv/bin/python tools/make_diag_fixtures.py [--out models-ir/diag
 
 Each is a MIL Builder program (iOS18, FLOAT16 unless noted) that shows exactly one problem;
 the expected finding is in EXPECTED (also checked by Tests/PassesTests/DiagnoseTests.swift).
+RUNTIME_EXPECTED lists the stateful-LLM fixtures whose finding needs a run of the interpreter
+(`diagnose --precision fp16` / `--dynamic`; checked by Tests/PassesTests/RuntimeDiagnoseTests.swift).
 Kinds coremltools refuses to build are made by the Swift tests instead.
 """
 
@@ -203,7 +205,100 @@ def gen_mask_beyond_fp16(out):
          pass_pipeline=ct.PassPipeline.EMPTY)
 
 
-GENERATORS = {name: globals()["gen_" + name] for name in EXPECTED}
+# LLM-contract fixtures for the runtime checks: fixture -> (finding code, diagnose option).
+# Static diagnose reports nothing above a note on them; the option runs the interpreter.
+RUNTIME_EXPECTED = {
+    "fp16_rmsnorm_overflow": ("fp16_overflow", "--precision fp16"),
+    "s1_position_range": ("s1_mismatch", "--dynamic"),
+}
+
+LLM_CTX, LLM_D, LLM_VOCAB = 16, 8, 32
+
+
+def llm_contract_program(name, emb, pos_table, norm, positions_from_range):
+    """A one-layer stateful LLM with forge-ir's contract (input_ids, causal_mask [1,1,S,16] fp16,
+    position_ids, cache_offset; state kv [1,16,8] fp16; logits [1,S,32]):
+        h = emb[input_ids] + pos_table[positions]      positions = position_ids, or range(S) (the bug)
+        y = norm(h)                                    naive fp16 RMSNorm (x*x -> mean -> +eps -> rsqrt -> mul), or h
+        kv[cache_offset + range(S)] = y                scatter into the state
+        a = softmax(y @ kv^T / sqrt(8) + mask) @ kv
+        logits = linear(a + y)
+    """
+    S = get_new_symbol()
+    rng = np.random.default_rng(7)
+    w_norm = (1.0 + 0.1 * rng.standard_normal(LLM_D)).astype(np.float16)
+    w_out = (0.5 * rng.standard_normal((LLM_VOCAB, LLM_D))).astype(np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S), dtype=types.int32),
+                             mb.TensorSpec(shape=(1, 1, S, LLM_CTX), dtype=types.fp16),
+                             mb.TensorSpec(shape=(1, S), dtype=types.int32),
+                             mb.TensorSpec(shape=(1,), dtype=types.int32),
+                             mb.StateTensorSpec(shape=(1, LLM_CTX, LLM_D), dtype=types.fp16)], opset_version=TARGET)
+    def prog(input_ids, causal_mask, position_ids, cache_offset, kv):
+        n = mb.gather(x=mb.shape(x=input_ids), indices=1, axis=0, name="seq_len")
+        rows = mb.range_1d(start=0, end=n, step=1, name="rows")
+        tok = mb.gather(x=emb, indices=input_ids, axis=0, name="tok_emb")
+        if positions_from_range:
+            # The bug: positions 0..S-1 of this call instead of position_ids.
+            pos = mb.expand_dims(x=mb.gather(x=pos_table, indices=rows, axis=0, name="pos_emb_rows"), axes=[0], name="pos_emb")
+        else:
+            pos = mb.gather(x=pos_table, indices=position_ids, axis=0, name="pos_emb")
+        h = mb.add(x=tok, y=pos, name="h")
+        if norm:
+            sq = mb.mul(x=h, y=h, name="norm_sq")
+            ms = mb.reduce_mean(x=sq, axes=[-1], keep_dims=True, name="norm_mean")
+            v = mb.add(x=ms, y=np.float16(1e-5), name="norm_var")
+            r = mb.rsqrt(x=v, name="norm_rsqrt")
+            y = mb.mul(x=mb.mul(x=h, y=r, name="norm_x"), y=w_norm, name="y")
+        else:
+            y = mb.identity(x=h, name="y")
+        idx = mb.add(x=cache_offset, y=rows, name="kv_idx")
+        old = mb.read_state(input=kv)
+        new = mb.scatter(data=old, indices=idx, updates=y, axis=1, mode="update", name="kv_write")
+        mb.coreml_update_state(state=kv, value=new)
+        mask = mb.squeeze(x=causal_mask, axes=[1], name="mask")
+        scores = mb.matmul(x=y, y=new, transpose_y=True, name="scores")
+        scores = mb.add(x=mb.mul(x=scores, y=np.float16(1 / np.sqrt(LLM_D)), name="scores_scaled"), y=mask, name="scores_masked")
+        probs = mb.softmax(x=scores, axis=-1, name="probs")
+        att = mb.matmul(x=probs, y=new, name="att")
+        res = mb.add(x=att, y=y, name="res")
+        return mb.linear(x=res, weight=w_out, name="logits")
+
+    seq = ct.RangeDim(1, LLM_CTX, default=1, symbol="S")
+    return prog, dict(
+        inputs=[ct.TensorType(name="input_ids", shape=(1, seq), dtype=np.int32),
+                ct.TensorType(name="causal_mask", shape=(1, 1, seq, LLM_CTX), dtype=np.float16),
+                ct.TensorType(name="position_ids", shape=(1, seq), dtype=np.int32),
+                ct.TensorType(name="cache_offset", shape=(1,), dtype=np.int32)],
+        outputs=[ct.TensorType(name="logits", dtype=np.float16)],
+        states=[ct.StateType(wrapped_type=ct.TensorType(shape=(1, LLM_CTX, LLM_D), dtype=np.float16), name="kv")],
+    )
+
+
+def gen_fp16_rmsnorm_overflow(out):
+    # Embedding rows with one entry of magnitude 300..600 (every token): the naive RMSNorm's
+    # x*x exceeds 65504 in fp16 (|x| > 256) for every row; fp32 is fine.
+    rng = np.random.default_rng(1)
+    emb = rng.uniform(-4, 4, size=(LLM_VOCAB, LLM_D))
+    emb[:, 0] = rng.choice([-1, 1], LLM_VOCAB) * rng.uniform(300, 600, LLM_VOCAB)
+    pos = 0.1 * rng.standard_normal((LLM_CTX, LLM_D))
+    prog, kw = llm_contract_program("fp16_rmsnorm_overflow", emb.astype(np.float16), pos.astype(np.float16), norm=True,
+                                    positions_from_range=False)
+    save(prog, out, "fp16_rmsnorm_overflow", pass_pipeline=ct.PassPipeline.EMPTY, **kw)
+
+
+def gen_s1_position_range(out):
+    # Learned positions gathered with range(S) instead of position_ids: right for a prefill from
+    # offset 0, wrong for every later call (a decode step at S=1 uses position 0).
+    rng = np.random.default_rng(2)
+    emb = rng.standard_normal((LLM_VOCAB, LLM_D))
+    pos = rng.standard_normal((LLM_CTX, LLM_D))
+    prog, kw = llm_contract_program("s1_position_range", emb.astype(np.float16), pos.astype(np.float16), norm=False,
+                                    positions_from_range=True)
+    save(prog, out, "s1_position_range", pass_pipeline=ct.PassPipeline.EMPTY, **kw)
+
+
+GENERATORS = {name: globals()["gen_" + name] for name in list(EXPECTED) + list(RUNTIME_EXPECTED)}
 
 
 def main():

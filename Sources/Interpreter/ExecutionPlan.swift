@@ -66,6 +66,11 @@ public final class ExecutionPlan {
     /// When set, time spent per op type (seconds, calls) is accumulated here.
     public var profile: [String: (seconds: Double, calls: Int)]?
 
+    /// When set, called after every executed step with its op and results (as stored: fp16-rounded
+    /// in `fp16` precision). A fused step reports the op whose outputs it produces; constant ops
+    /// are reported on the run that first evaluates them. Used by `forge-ir diagnose`.
+    public var observer: ((Op, [RuntimeValue]) -> Void)?
+
     /// `--profile` text: op types by total time.
     public func profileReport() -> String {
         guard let profile else { return "" }
@@ -298,6 +303,7 @@ public final class ExecutionPlan {
                 }
                 if step.isConstant { constantOpCache[s] = r } else { slots[s] = r }
             }
+            if let observer { observer(step.op, step.outputSlots.compactMap { slots[$0] ?? constantOpCache[$0] }) }
             for s in step.release { slots[s] = nil }
         }
     }

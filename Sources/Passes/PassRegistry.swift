@@ -12,6 +12,8 @@ public enum PassRegistry {
         LowerSliceUpdate.self,
         FuseDequant.self,
         InsertStateOutputCopy.self,
+        FP16SafeRMSNorm.self,
+        ClampFP16Constants.self,
     ]
 
     public static func pass(named name: String) -> Pass.Type? {

@@ -1,11 +1,16 @@
 import Foundation
 import GraphIR
+import Interpreter
 import Passes
 
-/// `forge-ir diagnose MODEL [--seq 1,16,2048] [--function NAME] [--json]`
+/// `forge-ir diagnose MODEL [--seq 1,16,2048] [--function NAME] [--precision fp16] [--inputs F.npz]
+/// [--prompt-ids 1,2,3] [--dynamic] [--json]`
 ///
 /// Static diagnosis: symbolic shape inference evaluated at every interesting size of the
 /// flexible dimensions, plus the state / flexible-shape / fp16 patterns Core ML fails on.
+/// Runtime checks on request: `--precision fp16` runs the function with every fp16 op output
+/// rounded and names the first op that overflows; `--dynamic` compares S=1 after a prefill with
+/// one call of S=N (see `DiagnoseRuntime`).
 /// The JSON schema is documented on `Diagnosis.json(modelPath:)` (Sources/Passes/Diagnosis).
 enum DiagnoseCommand: Command {
     static let spec = CommandSpec(
@@ -15,12 +20,19 @@ enum DiagnoseCommand: Command {
         options: [
             .option("seq", value: "n,n,…", "Sequence lengths to check (default: 1, the RangeDim bounds and default, every enumerated size)."),
             .option("function", value: "name", "Only this function (default: every function)."),
+            .option("precision", value: "fp16|fp32", "fp16: also run the function in fp16 precision and report the first op that overflows to inf/NaN."),
+            .option("inputs", value: "file.npz", "Inputs of that run (one call, zeroed states); default for stateful LLMs: generated."),
+            .option("prompt-ids", value: "1,2,3", "Token ids of the generated LLM calls (default: 16 random ids, seed 0, or fewer if the model takes fewer)."),
+            .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
             .flag("json", "Machine-readable findings (schema in the README)."),
         ],
         discussion: """
         Shapes are inferred without running kernels: each flexible input dimension becomes a
         symbol (dimensions the graph forces equal share one), then the function is evaluated
         at each size and the first op whose shapes are invalid is reported.
+        --precision fp16 and --dynamic run the interpreter: on --inputs, or, for a function with
+        the stateful LLM contract (input_ids, causal_mask, position_ids, cache_offset, KV states),
+        on generated calls from fresh states (a prefill of N = min(16, widest call) tokens).
         Exit status: 0 when no error-severity finding, 1 otherwise.
         """
     )
@@ -48,7 +60,36 @@ enum DiagnoseCommand: Command {
             }
             functions = [name]
         }
-        let d = Diagnoser.diagnose(model, options: DiagnoseOptions(seq: seq, functions: functions))
+        var request = DiagnoseRuntime.Request()
+        if let p = args.value("precision") {
+            guard let precision = Precision(rawValue: p) else {
+                throw UsageError(message: "--precision must be fp32 or fp16, not '\(p)'", helpCommand: "forge-ir diagnose")
+            }
+            request.fp16 = precision == .fp16
+        }
+        request.dynamic = args.flag("dynamic")
+        if let ids = args.value("prompt-ids") {
+            var values: [Int32] = []
+            for part in ids.split(separator: ",") {
+                guard let v = Int32(part.trimmingCharacters(in: .whitespaces)), v >= 0 else {
+                    throw UsageError(message: "--prompt-ids takes comma-separated non-negative token ids, got '\(ids)'", helpCommand: "forge-ir diagnose")
+                }
+                values.append(v)
+            }
+            guard !values.isEmpty else { throw UsageError(message: "--prompt-ids needs at least one id", helpCommand: "forge-ir diagnose") }
+            request.promptIDs = values
+        }
+        if let npz = args.value("inputs") {
+            guard request.fp16 else { throw UsageError(message: "--inputs is for the fp16 run: add --precision fp16", helpCommand: "forge-ir diagnose") }
+            request.inputs = try NPZ.read(path: npz)
+            request.inputsPath = npz
+        }
+        var d = Diagnoser.diagnose(model, options: DiagnoseOptions(seq: seq, functions: functions))
+        if request.fp16 || request.dynamic {
+            var names = functions ?? model.program.functions.map(\.name)
+            if request.inputs != nil, functions == nil { names = [model.defaultFunctionName] }
+            try DiagnoseRuntime.run(request, model: model, functions: names, into: &d)
+        }
         if args.flag("json") {
             Console.out(d.json(modelPath: path).render(pretty: true) + "\n")
         } else {

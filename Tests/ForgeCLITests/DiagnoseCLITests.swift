@@ -22,6 +22,52 @@ extension CLITests {
         XCTAssertEqual(j["summary"]?["errors"]?.intValue, 4)
     }
 
+    func testDiagnoseFP16RunNamesTheOverflowingNorm() throws {
+        let r = try run(["diagnose", try fixture("diag/fp16_rmsnorm_overflow.mlpackage"), "--precision", "fp16", "--json"])
+        XCTAssertEqual(r.status, 1, r.stderr)
+        let j = try JSONValue.parse(r.stdout)
+        let findings = j["findings"]?.arrayValue ?? []
+        XCTAssertEqual(findings.compactMap { $0["code"]?.stringValue }, ["fp16_overflow", "fp16_square_in_norm"])
+        XCTAssertEqual(findings.first?["op"]?["name"]?.stringValue, "norm_sq")
+        XCTAssertEqual(findings.first?["fix"]?["pass"]?.stringValue, "fp16_safe_rms_norm")
+        XCTAssertEqual(findings.first?["fix"]?["available"], .bool(true))
+        let run = try XCTUnwrap(j["runs"]?.arrayValue?.first)
+        XCTAssertEqual(run["check"]?.stringValue, "fp16_overflow")
+        XCTAssertEqual(run["ok"], .bool(false))
+        XCTAssertEqual(run["inputs"]?.stringValue, "prefill of 16 random token ids (seed 0)")
+    }
+
+    func testDiagnoseFixedNormRunsCleanAndDynamicFindsS1() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("diag-cli-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fixed = dir + "/fixed.mlpackage"
+        let o = try run(["optimize", try fixture("diag/fp16_rmsnorm_overflow.mlpackage"), "-o", fixed, "--passes", "fp16_safe_rms_norm"])
+        XCTAssertEqual(o.status, 0, o.stderr)
+        let r = try run(["diagnose", fixed, "--precision", "fp16", "--dynamic"])
+        XCTAssertEqual(r.status, 0, r.stdout + r.stderr)
+        XCTAssertTrue(r.stdout.contains("fp16_overflow main (fp16; prefill of 16 random token ids (seed 0)): ok — no op overflows in fp16"), r.stdout)
+        XCTAssertTrue(r.stdout.hasSuffix("0 errors, 0 warnings, 0 notes\n"), r.stdout)
+        let s1 = try run(["diagnose", try fixture("diag/s1_position_range.mlpackage"), "--dynamic", "--prompt-ids", "3,1,4,1,5,9"])
+        XCTAssertEqual(s1.status, 1)
+        XCTAssertTrue(s1.stdout.contains("error[s1_mismatch] main: op 'pos_emb_rows' (gather, #18)"), s1.stdout)
+        XCTAssertTrue(s1.stdout.contains("S=6 (one call of 6 given token ids)"), s1.stdout)
+    }
+
+    func testDiagnoseRuntimeInputsAndErrors() throws {
+        let ok = try run(["diagnose", try fixture("tiny_llama_fp16.mlpackage"), "--precision", "fp16", "--inputs", try fixture("inputs/tiny_llama_fp16.npz")])
+        XCTAssertEqual(ok.status, 0, ok.stderr)
+        XCTAssertTrue(ok.stdout.contains("(fp16; inputs from "), ok.stdout)
+        let noPrecision = try run(["diagnose", try fixture("tiny_llama_fp16.mlpackage"), "--inputs", try fixture("inputs/tiny_llama_fp16.npz")])
+        XCTAssertEqual(noPrecision.status, 64)
+        XCTAssertTrue(noPrecision.stderr.contains("--inputs is for the fp16 run"), noPrecision.stderr)
+        let notLLM = try run(["diagnose", try fixture("diag/mask_beyond_fp16.mlpackage"), "--precision", "fp16"])
+        XCTAssertEqual(notLLM.status, 1)
+        XCTAssertTrue(notLLM.stderr.contains("needs --inputs F.npz"), notLLM.stderr)
+        let bad = try run(["diagnose", try fixture("tiny_llama_fp16.mlpackage"), "--precision", "fp8"])
+        XCTAssertEqual(bad.status, 64)
+    }
+
     func testDiagnoseUsageErrors() throws {
         let r = try run(["diagnose", try fixture("tiny_llama_fp16.mlpackage"), "--seq", "1,x"])
         XCTAssertEqual(r.status, 64)

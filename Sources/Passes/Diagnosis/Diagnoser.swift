@@ -34,6 +34,8 @@ public struct FunctionDiagnosis {
 public struct Diagnosis {
     public var functions: [FunctionDiagnosis] = []
     public var findings: [Finding] = []
+    /// Runtime checks that ran (`--precision fp16`, `--dynamic`), in order.
+    public var runs: [RuntimeRun] = []
     public var errorCount: Int { findings.filter { $0.severity == .error }.count }
     public var warningCount: Int { findings.filter { $0.severity == .warning }.count }
     public var infoCount: Int { findings.filter { $0.severity == .info }.count }

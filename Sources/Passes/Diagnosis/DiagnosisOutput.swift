@@ -33,7 +33,8 @@ extension Diagnosis {
     ///           | "state_description_mismatch" | "enumerated_shapes_with_state"
     ///           | "range_lower_bound_zero" | "flexible_constraint_mismatch"
     ///           | "binding_out_of_range" | "sequence_fixed" | "fp16_square_in_norm"
-    ///           | "fp16_constant_out_of_range" | "fp16_log_softmax",
+    ///           | "fp16_constant_out_of_range" | "fp16_log_softmax"
+    ///           | "fp16_overflow" | "s1_mismatch",   // the last two: runtime checks (see "runs")
     ///     "function": "main" | null,
     ///     "op": {"name": "…", "type": "slice_update", "index": 123} | null,  // index: position in the body
     ///     "binding": {"input_ids_1": 16} | null,   // first binding that breaks; null: every binding / not shape-related
@@ -43,6 +44,14 @@ extension Diagnosis {
     ///     "fix": {"pass": "lower_slice_update" | null,   // the forge-ir pass that fixes it
     ///             "available": true,                   // false: the pass is planned, not registered yet
     ///             "hint": "how to fix it"}
+    ///   }],
+    ///   "runs": [{                            // runtime checks run (--precision fp16, --dynamic); [] when none
+    ///     "check": "fp16_overflow" | "s1_mismatch",
+    ///     "function": "main",
+    ///     "precision": "fp16" | "fp32",
+    ///     "inputs": "prefill of 16 random token ids (seed 0)",   // the calls, in words
+    ///     "ok": true,                         // false: the check produced its finding
+    ///     "summary": "no op overflows in fp16 (…); largest |value| 2.3e4 (op '…', add), fp16 max 65504"
     ///   }],
     ///   "summary": {"errors": 4, "warnings": 0, "infos": 5}
     /// }
@@ -92,6 +101,12 @@ extension Diagnosis {
             "model": .string(modelPath),
             "functions": .array(fns),
             "findings": .array(fs),
+            "runs": .array(runs.map { r in
+                .object([
+                    "check": .string(r.check), "function": .string(r.function), "precision": .string(r.precision),
+                    "inputs": .string(r.inputs), "ok": .bool(r.ok), "summary": .string(r.summary),
+                ])
+            }),
             "summary": .object(["errors": .int(errorCount), "warnings": .int(warningCount), "infos": .int(infoCount)]),
         ])
     }
@@ -111,6 +126,12 @@ extension Diagnosis {
             }
             let parts = f.results.map { r in "\(describeBinding(r.binding)) \(r.error == nil ? "ok" : "FAILS")" }
             if !parts.isEmpty { out += "  shapes inferred at: " + parts.joined(separator: " · ") + "\n" }
+        }
+        if !runs.isEmpty {
+            out += "\nruntime checks\n"
+            for r in runs {
+                out += "  \(r.check) \(r.function) (\(r.precision); \(r.inputs)): \(r.ok ? "ok" : "FAILS") — \(r.summary)\n"
+            }
         }
         out += "\n"
         for f in findings {

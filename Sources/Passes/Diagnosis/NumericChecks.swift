@@ -13,27 +13,27 @@ enum NumericChecks {
         for op in ops {
             // An RMSNorm / variance that squares in fp16: x*x overflows once |x| > 256.
             if isSquare(op), let out0 = op.outputs.first, out0.type.tensorType?.dtype == .fp16,
+               let x = op.operand("x")?.value, !isScaledByRowMax(x),
                uses.users(of: out0).contains(where: { $0.type == "reduce_mean" || $0.type == "reduce_sum" }) {
+                let idiom = RMSNormIdiom.match(square: op, uses: uses)
                 out.append(Finding(.info, "fp16_square_in_norm", function: f.name, op: idx.ref(op),
                                    shapes: [(name: "x", shape: out0.type.description)],
-                                   message: "squares in fp16 before a mean (RMSNorm/variance): overflows to inf once |x| > 256; check with --precision fp16 on real activations",
-                                   fixPass: "fp16_safe_rms_norm", fix: "Scale x before squaring (fp16_safe_rms_norm), or compute the norm in fp32."))
+                                   message: "squares in fp16 before a mean (\(idiom.map { "RMSNorm: " + $0.chain } ?? "RMSNorm/variance")): overflows to inf once |x| > 256; check with --precision fp16 on real activations",
+                                   fixPass: idiom != nil ? FP16SafeRMSNorm.name : nil,
+                                   fix: idiom != nil ? "Divide x by its row max|x| before squaring (fp16_safe_rms_norm)." : "Divide x by its row max|x| before squaring, or compute the norm in fp32."))
             }
             // Constants beyond the fp16 range (a -1e9 / -3.4e38 mask) in an fp16 computation.
-            if op.type == "const", let v = op.outputs.first, let c = op.attribute("val"), let t = c.type.tensorType {
-                if t.dtype == .fp32 || t.dtype == .fp64, let n = t.elementCount, n <= 1 << 20,
-                   uses.users(of: v).contains(where: { u in u.outputs.contains { $0.type.tensorType?.dtype == .fp16 } }),
-                   let vals = c.doubles(), let bad = vals.first(where: { $0.isFinite && abs($0) > fp16Max }) {
-                    out.append(Finding(.warning, "fp16_constant_out_of_range", function: f.name, op: idx.ref(op),
-                                       shapes: [(name: v.name, shape: t.description)],
-                                       message: "constant '\(v.name)' holds \(bad), beyond the fp16 range (±65504), and feeds an fp16 op: it becomes ±inf (a mask row of -inf gives NaN in softmax)",
-                                       fixPass: "clamp_fp16_constants", fix: "Clamp the constant to ±65504 (or use -1e4 for masks)."))
-                } else if t.dtype == .fp16, let vals = c.doubles(), vals.contains(where: { $0.isInfinite }) {
-                    out.append(Finding(.warning, "fp16_constant_out_of_range", function: f.name, op: idx.ref(op),
-                                       shapes: [(name: v.name, shape: t.description)],
-                                       message: "fp16 constant '\(v.name)' holds ±inf (a mask beyond the fp16 range); inf - inf and fully masked softmax rows give NaN",
-                                       fixPass: "clamp_fp16_constants", fix: "Clamp the constant to ±65504 (or use -1e4 for masks)."))
-                }
+            if op.type == "const", let v = op.outputs.first, let c = op.attribute("val"), let t = c.type.tensorType,
+               let bad = ClampFP16Constants.outOfRange(op, uses: uses) {
+                let mask = ClampFP16Constants.isAdditiveMask(v, uses: uses)
+                let clampTo = mask && bad < 0 ? "\(Int(ClampFP16Constants.maskValue))" : bad < 0 ? "-65504" : "65504"
+                let message = t.dtype == .fp16
+                    ? "fp16 constant '\(v.name)' holds \(bad) (a value beyond the fp16 range); inf - inf and fully masked softmax rows give NaN"
+                    : "constant '\(v.name)' holds \(bad), beyond the fp16 range (±65504), and feeds an fp16 op: it becomes ±inf (a mask row of -inf gives NaN in softmax)"
+                out.append(Finding(.warning, "fp16_constant_out_of_range", function: f.name, op: idx.ref(op),
+                                   shapes: [(name: v.name, shape: t.description)],
+                                   message: message, fixPass: ClampFP16Constants.name,
+                                   fix: "Clamp the constant to \(clampTo) (clamp_fp16_constants: additive masks to \(Int(ClampFP16Constants.maskValue)), other values to ±65504)."))
             }
             // log(softmax(x)): log of an fp16 probability that underflowed to 0 is -inf.
             if op.type == "log", let x = op.operand("x")?.value, x.producer?.type == "softmax", x.type.tensorType?.dtype == .fp16 {
@@ -44,6 +44,16 @@ enum NumericChecks {
             }
         }
         return out
+    }
+
+    /// `v = real_div(x, s)` with `s` = `reduce_max(abs(x))` (possibly through `maximum`): the
+    /// overflow-safe form (coremltools' `rms_norm` lowering, `fp16_safe_rms_norm`'s output).
+    static func isScaledByRowMax(_ v: Value) -> Bool {
+        guard let div = v.producer, div.type == "real_div", let x = div.operand("x")?.value,
+              var s = div.operand("y")?.value?.producer else { return false }
+        if s.type == "maximum", let inner = s.operand("x")?.value?.producer { s = inner }
+        guard s.type == "reduce_max", let a = s.operand("x")?.value?.producer, a.type == "abs" else { return false }
+        return a.operand("x")?.value === x
     }
 
     static func isSquare(_ op: Op) -> Bool {

@@ -1,0 +1,388 @@
+import Foundation
+import GraphIR
+import Interpreter
+
+/// Calls to make for a runtime check: run in order on fresh (zeroed) states. The caller builds
+/// them (from `--inputs`, or with StateOps' `LLMContract.inputs(ids:position:)`), so that this
+/// module needs no knowledge of input contracts.
+public struct RuntimeScenario {
+    public var calls: [[String: Tensor]]
+    /// What the calls are, for the report (e.g. "prefill of 16 random token ids (seed 0)").
+    public var label: String
+    public init(calls: [[String: Tensor]], label: String) {
+        self.calls = calls
+        self.label = label
+    }
+}
+
+/// A runtime check diagnose ran, and its outcome (reported next to the findings).
+public struct RuntimeRun: Sendable {
+    /// `fp16_overflow` or `s1_mismatch`: the finding code the check can produce.
+    public var check: String
+    public var function: String
+    /// `fp16` or `fp32`.
+    public var precision: String
+    /// The calls, in words.
+    public var inputs: String
+    public var ok: Bool
+    /// One line: what was measured.
+    public var summary: String
+    public init(check: String, function: String, precision: String, inputs: String, ok: Bool, summary: String) {
+        self.check = check
+        self.function = function
+        self.precision = precision
+        self.inputs = inputs
+        self.ok = ok
+        self.summary = summary
+    }
+}
+
+extension Diagnosis {
+    /// Adds a runtime check's outcome and findings (findings stay sorted: errors first).
+    public mutating func add(_ run: RuntimeRun, findings more: [Finding]) {
+        runs.append(run)
+        findings = Diagnoser.stableSort(findings + more)
+    }
+}
+
+/// Checks that run the function in the interpreter, watching every op through
+/// `ExecutionPlan.observer`.
+public enum RuntimeChecks {
+    /// Per-value summary of a run.
+    struct Stats {
+        var shape: [Int]
+        var maxAbs: Float = 0      // over finite elements
+        var infs = 0
+        var negativeInfs = 0
+        var nans = 0
+        var count = 0
+        var nonFinite: Bool { infs > 0 || nans > 0 }
+
+        init(shape: [Int]) { self.shape = shape }
+
+        init?(_ r: RuntimeValue) {
+            guard case let .tensor(t) = r, case let .float(a) = t.data else { return nil }
+            self.init(shape: t.shape)
+            count = a.count
+            var m: Float = 0, inf = 0, neg = 0, nan = 0
+            a.withUnsafeBufferPointer { p in
+                for x in p {
+                    if x.isFinite { let y = Swift.abs(x); if y > m { m = y } } else if x.isNaN { nan += 1 } else { inf += 1; if x < 0 { neg += 1 } }
+                }
+            }
+            maxAbs = m
+            infs = inf
+            negativeInfs = neg
+            nans = nan
+        }
+
+        init?(_ c: ConstValue) {
+            guard let t = c.type.tensorType, t.dtype.isFloat, let n = t.elementCount, n <= 1 << 22, let d = c.doubles() else { return nil }
+            self.init(shape: t.fixedShape ?? [])
+            count = n
+            for x in d {
+                if x.isFinite { maxAbs = Swift.max(maxAbs, Float(Swift.min(Swift.abs(x), Double(Float.greatestFiniteMagnitude)))) } else if x.isNaN { nans += 1 } else { infs += 1; if x < 0 { negativeInfs += 1 } }
+            }
+        }
+
+        var magnitude: String {
+            var s = format(maxAbs)
+            if infs > 0 { s += " (\(infs) inf)" }
+            if nans > 0 { s += " (\(nans) NaN)" }
+            return s
+        }
+    }
+
+    static func format(_ x: Float) -> String {
+        if x == 0 { return "0" }
+        if Swift.abs(x) >= 1e5 || Swift.abs(x) < 1e-3 { return String(format: "%.3g", Double(x)) }
+        return String(format: "%.6g", Double(x))
+    }
+
+    static func freshStates(_ f: Function) throws -> [String: StateBuffer] {
+        var states: [String: StateBuffer] = [:]
+        for v in f.stateInputs {
+            guard let t = v.type.stateWrappedTensor else { continue }
+            states[v.name] = try StateBuffer(name: v.name, type: t)
+        }
+        return states
+    }
+
+    static func isConstantOp(_ op: Op) -> Bool { op.type == "const" || op.type.hasPrefix("constexpr_") }
+
+    // MARK: - fp16 overflow
+
+    /// Runs `scenario` in `fp16` precision (every fp16 op output rounded, as on the GPU / Neural
+    /// Engine) and reports the first op that *introduces* ±inf or NaN: an output with inf where
+    /// no input has inf or NaN, or NaN where no input has NaN. Constant ops are left to the
+    /// static `fp16_constant_out_of_range` check.
+    ///
+    /// - Parameter binding: the flexible-dimension sizes of the scenario's calls, for the finding.
+    /// - Throws: `InterpreterError` when the function cannot be planned or a call fails.
+    public static func fp16Overflow(function f: Function, scenario: RuntimeScenario, binding: [String: Int]? = nil) throws -> (RuntimeRun, [Finding]) {
+        let plan = try ExecutionPlan(function: f, precision: .fp16)
+        let states = try freshStates(f)
+        var stats: [ObjectIdentifier: Stats] = [:]
+        var first: (op: Op, call: Int, inputs: [(name: String, value: String?, stats: Stats?)], outputs: [Stats])?
+        var carrying = 0          // ops whose outputs hold inf/NaN in the failing call
+        var watched = 0
+        var largest: (Float, Op)?
+        var call = 0
+        let uses = UseMap(f)
+        let maskDerived = maskDerivedValues(f)
+        func inputStats(_ op: Op) -> [(name: String, value: String?, stats: Stats?)] {
+            var out: [(String, String?, Stats?)] = []
+            for input in op.inputs {
+                for (j, operand) in input.operands.enumerated() {
+                    let label = input.operands.count > 1 ? "\(input.name)[\(j)]" : input.name
+                    switch operand {
+                    case let .value(v):
+                        if v.type.isState { continue }
+                        if let s = stats[ObjectIdentifier(v)] {
+                            out.append((label, v.name, s))
+                        } else if let p = v.producer, p.type == "const", let c = p.constValue {
+                            out.append((label, v.name, Stats(c)))
+                        } else {
+                            out.append((label, v.name, nil))
+                        }
+                    case let .constant(c):
+                        out.append((label, nil, Stats(c)))
+                    }
+                }
+            }
+            return out
+        }
+        plan.observer = { op, results in
+            guard results.count == op.outputs.count else { return }
+            watched += 1
+            var outs: [Stats] = []
+            for (v, r) in zip(op.outputs, results) {
+                guard let s = Stats(r) else { continue }
+                stats[ObjectIdentifier(v)] = s
+                outs.append(s)
+                if !isConstantOp(op), !maskDerived.contains(ObjectIdentifier(v)), s.maxAbs > (largest?.0 ?? -1) { largest = (s.maxAbs, op) }
+            }
+            guard outs.contains(where: \.nonFinite) else { return }
+            if first != nil { carrying += 1; return }
+            guard !isConstantOp(op) else { return }
+            let ins = inputStats(op)
+            let inInf = ins.contains { ($0.stats?.infs ?? 0) > 0 }, inNaN = ins.contains { ($0.stats?.nans ?? 0) > 0 }
+            let outInf = outs.contains { $0.infs > 0 }, outNaN = outs.contains { $0.nans > 0 }
+            if (outInf && !inInf && !inNaN) || (outNaN && !inNaN) {
+                first = (op, call, ins, outs)
+                carrying = 1
+            }
+        }
+        var outputsNonFinite: [String] = []
+        for (i, inputs) in scenario.calls.enumerated() {
+            call = i
+            for v in f.inputs where !v.type.isState {
+                if let t = inputs[v.name] { stats[ObjectIdentifier(v)] = Stats(.tensor(t)) }
+            }
+            let out = try plan.run(inputs: inputs, states: states)
+            if first != nil {
+                for v in f.outputs { if let t = out[v.name], Stats(.tensor(t))?.nonFinite == true { outputsNonFinite.append(v.name) } }
+                break
+            }
+        }
+        let largestText = largest.map { "largest |value| \(format($0.0)) (op '\($0.1.name)', \($0.1.type); additive masks aside)" } ?? "no float values"
+        guard let hit = first else {
+            let run = RuntimeRun(check: "fp16_overflow", function: f.name, precision: "fp16", inputs: scenario.label, ok: true,
+                                 summary: "no op overflows in fp16 (\(watched) op results watched); \(largestText), fp16 max 65504")
+            return (run, [])
+        }
+        let op = hit.op
+        let outInf = hit.outputs.contains { $0.infs > 0 }
+        let infs = hit.outputs.reduce(0) { $0 + $1.infs }, negative = hit.outputs.reduce(0) { $0 + $1.negativeInfs }
+        let what = outInf ? "overflows to \(negative == 0 ? "+inf" : negative == infs ? "-inf" : "±inf")" : "becomes NaN"
+        let bad = hit.outputs.reduce(0) { $0 + $1.infs + $1.nans }, total = hit.outputs.reduce(0) { $0 + $1.count }
+        var shapes: [(name: String, shape: String)] = hit.inputs.compactMap { i in i.stats.map { (name: i.name, shape: "\($0.shape)") } }
+        shapes.append((name: "output", shape: "\(hit.outputs.first?.shape ?? [])"))
+        // mul(x = v, y = v): one entry.
+        var seen = Set<String>()
+        let inputsText = hit.inputs.compactMap { i -> String? in
+            let key = i.value ?? i.name
+            guard seen.insert(key).inserted else { return nil }
+            let same = hit.inputs.filter { ($0.value ?? $0.name) == key }.map(\.name).joined(separator: " = ")
+            return "\(same)\(i.value.map { " ('\($0)')" } ?? "") \(i.stats?.magnitude ?? "?")"
+        }.joined(separator: ", ")
+        var message = "in fp16 precision the output of \(op.type) '\(op.name)' \(what) (\(bad) of \(total) elements) although its inputs are finite"
+        if !outInf { message = "in fp16 precision the output of \(op.type) '\(op.name)' becomes NaN (\(bad) of \(total) elements) although no input is NaN" }
+        message += "; inputs max |value|: \(inputsText) (fp16 max 65504)"
+        message += "; call \(hit.call + 1) of \(scenario.calls.count) (\(scenario.label)); \(carrying) op result(s) carry inf/NaN in that call"
+        message += outputsNonFinite.isEmpty ? ", the outputs stay finite but wrong" : ", outputs with inf/NaN: \(outputsNonFinite.joined(separator: ", "))"
+        var fixPass: String?
+        var fix = "Keep this op in fp32 (coremltools: compute_precision=ct.transform.FP16ComputePrecision(op_selector=…)) or rescale its inputs."
+        if let idiom = RMSNormIdiom.match(square: op, uses: uses) {
+            var norms: [Op] = []
+            f.body.walk { if NumericChecks.isSquare($0), RMSNormIdiom.match(square: $0, uses: uses) != nil { norms.append($0) } }
+            let k = (norms.firstIndex { $0 === op } ?? 0) + 1
+            message += ". It is the square of RMSNorm \(k) of \(norms.count) in program order (\(idiom.chain)): the mean becomes inf and rsqrt(inf) = 0 zeroes the normalised row"
+            fixPass = FP16SafeRMSNorm.name
+            fix = "Divide x by its row max|x| before squaring (fp16_safe_rms_norm)."
+        } else if NumericChecks.isSquare(op) {
+            fix = "Divide x by its row max|x| before squaring (x² overflows fp16 from |x| > 256), or compute it in fp32."
+        } else if op.operandValues.contains(where: { v in
+            var p = v.producer
+            if p?.type == "cast" { p = p?.operand("x")?.value?.producer }
+            return p.map { ClampFP16Constants.outOfRange($0, uses: uses) != nil } ?? false
+        }) || (op.type == "cast" && op.operand("x")?.value?.producer.map { ClampFP16Constants.outOfRange($0, uses: uses) != nil } == true) {
+            fixPass = ClampFP16Constants.name
+            fix = "Clamp the constant into the fp16 range (clamp_fp16_constants)."
+        }
+        let finding = Finding(.error, "fp16_overflow", function: f.name, op: OpIndex(f).ref(op), binding: binding,
+                              shapes: shapes, message: message, fixPass: fixPass, fix: fix)
+        let run = RuntimeRun(check: "fp16_overflow", function: f.name, precision: "fp16", inputs: scenario.label, ok: false,
+                             summary: "\(op.type) '\(op.name)' \(what) first (\(watched) op results watched)")
+        return (run, [finding])
+    }
+
+    /// Values carrying an additive mask: a float input named `*mask*`, and what `cast`, reshapes,
+    /// slices and `add` / `sub` make of it (scores + mask). Their large negative entries are by
+    /// design, so they do not count as the largest value.
+    static func maskDerivedValues(_ f: Function) -> Set<ObjectIdentifier> {
+        var out = Set(f.inputs.filter { $0.name.lowercased().contains("mask") && $0.type.tensorType?.dtype.isFloat == true }.map { ObjectIdentifier($0) })
+        let through: Set<String> = ["cast", "reshape", "expand_dims", "squeeze", "tile", "transpose", "slice_by_index", "slice_by_size",
+                                    "identity", "add", "sub", "mul", "real_div"]
+        f.body.walk { op in
+            guard through.contains(op.type), op.operandValues.contains(where: { out.contains(ObjectIdentifier($0)) }) else { return }
+            for v in op.outputs { out.insert(ObjectIdentifier(v)) }
+        }
+        return out
+    }
+
+    // MARK: - S = 1 against S = N
+
+    /// Runs the function twice from fresh states — `split` (e.g. a prefill of N−1 tokens, then
+    /// one token at S = 1) and `whole` (one call of N tokens) — in fp32 and compares the last row
+    /// of `output` of the two last calls. Every op result whose shapes differ only on one axis
+    /// (1 in the S = 1 call, N in the other) is compared on its last row along that axis; the
+    /// first op (in program order) whose rows differ by more than `tolerance` · max|row| is
+    /// named when the output differs (an fp16 output, rounded at the boundary, gets at least
+    /// 4e-3 · max|row|: a few fp16 ulps).
+    public static func sequenceConsistency(function f: Function, split: RuntimeScenario, whole: RuntimeScenario, output: String,
+                                           binding: [String: Int]? = nil, tolerance: Float = 1e-3) throws -> (RuntimeRun, [Finding]) {
+        let plan = try ExecutionPlan(function: f, precision: .fp32)
+        guard let lastSplit = split.calls.last, let lastWhole = whole.calls.last else {
+            throw InterpreterError.unsupported("sequence check needs at least one call per scenario")
+        }
+        // 1. split: record every float result of the last call.
+        var recorded: [ObjectIdentifier: Tensor] = [:]
+        var states = try freshStates(f)
+        for inputs in split.calls.dropLast() { _ = try plan.run(inputs: inputs, states: states) }
+        plan.observer = { op, results in
+            guard results.count == op.outputs.count else { return }
+            for (v, r) in zip(op.outputs, results) {
+                if case let .tensor(t) = r, case .float = t.data, t.count <= 1 << 22 { recorded[ObjectIdentifier(v)] = t }
+            }
+        }
+        let outSplit = try plan.run(inputs: lastSplit, states: states)
+        plan.observer = nil
+        // 2. whole: compare as results come.
+        states = try freshStates(f)
+        for inputs in whole.calls.dropLast() { _ = try plan.run(inputs: inputs, states: states) }
+        var compared = 0
+        var firstDiff: (op: Op, value: Value, delta: Float, scale: Float, shape: [Int])?
+        plan.observer = { op, results in
+            guard results.count == op.outputs.count, !isConstantOp(op) else { return }
+            for (v, r) in zip(op.outputs, results) {
+                guard let a = recorded[ObjectIdentifier(v)], case let .tensor(b) = r, case .float = b.data,
+                      let (delta, scale) = lastRowDifference(a, b) else { continue }
+                compared += 1
+                if firstDiff == nil, !(delta <= tolerance * Swift.max(scale, 1e-3)) {
+                    firstDiff = (op, v, delta, scale, b.shape)
+                }
+            }
+        }
+        let outWhole = try plan.run(inputs: lastWhole, states: states)
+        plan.observer = nil
+        guard let a = outSplit[output], let b = outWhole[output], let (delta, scale) = lastRowDifference(a, b) ?? sameShapeDifference(lastRow(a), lastRow(b)) else {
+            throw InterpreterError.unsupported("output '\(output)' has no comparable last row (shapes differ beyond the sequence axis)")
+        }
+        let argA = argmax(lastRow(a)), argB = argmax(lastRow(b))
+        let n = b.rank >= 2 ? b.shape[b.rank - 2] : 1
+        let diffText = "max |Δ| \(format(delta)) (max |value| \(format(scale)), argmax \(argA) vs \(argB))"
+        // An fp16 output is rounded at the function boundary: allow a few fp16 ulps (2^-10 of the
+        // largest value each) for sums taken in another order at S=1.
+        let outputTolerance = b.dtype == .fp16 ? Swift.max(tolerance, 4e-3) : tolerance
+        if delta <= outputTolerance * Swift.max(scale, 1e-3) {
+            let run = RuntimeRun(check: "s1_mismatch", function: f.name, precision: "fp32", inputs: "\(split.label) | \(whole.label)", ok: true,
+                                 summary: "last row of '\(output)' matches: \(diffText); \(compared) op results compared")
+            return (run, [])
+        }
+        var message = "the last row of '\(output)' differs between S=1 (\(split.label)) and S=\(n) (\(whole.label)) on the same tokens: \(diffText)"
+        var ref: Finding.OpRef?
+        var shapes: [(name: String, shape: String)] = [(name: output, shape: "\(b.shape)")]
+        if let d = firstDiff {
+            ref = OpIndex(f).ref(d.op)
+            message += "; first op whose last row differs: \(d.op.type) '\(d.op.name)' (value '\(d.value.name)', max |Δ| \(format(d.delta)) of max |value| \(format(d.scale)))"
+            shapes.insert((name: d.value.name, shape: "\(d.shape)"), at: 0)
+        } else {
+            message += "; no intermediate result with a sequence axis differs (\(compared) compared): look at state writes and reads"
+        }
+        let finding = Finding(.error, "s1_mismatch", function: f.name, op: ref, binding: binding, shapes: shapes, message: message,
+                              fix: "Something in the graph depends on the call's length instead of cache_offset/position_ids (positions from range(S), a mask built for offset 0, a state window written at a fixed place): derive it from the position inputs.")
+        let run = RuntimeRun(check: "s1_mismatch", function: f.name, precision: "fp32", inputs: "\(split.label) | \(whole.label)", ok: false,
+                             summary: "last row of '\(output)' differs: \(diffText)")
+        return (run, [finding])
+    }
+
+    /// (max |a − b_last|, max |b_last|) where `a` has 1 and `b` has N on exactly one axis and the
+    /// other dimensions agree; b_last is `b`'s last index on that axis. nil when not comparable.
+    static func lastRowDifference(_ a: Tensor, _ b: Tensor) -> (Float, Float)? {
+        guard a.rank == b.rank, a.rank > 0 else { return nil }
+        let differing = (0..<a.rank).filter { a.shape[$0] != b.shape[$0] }
+        guard differing.count == 1, let k = differing.first, a.shape[k] == 1, b.shape[k] > 1 else { return nil }
+        let outer = a.shape[..<k].reduce(1, *), inner = a.shape[(k + 1)...].reduce(1, *), n = b.shape[k]
+        let fa = a.floats, fb = b.floats
+        var delta: Float = 0, scale: Float = 0
+        for o in 0..<outer {
+            for j in 0..<inner {
+                let x = fa[o * inner + j], y = fb[(o * n + n - 1) * inner + j]
+                if x.isNaN != y.isNaN || (x.isInfinite || y.isInfinite) && x != y { delta = .infinity; continue }
+                if x.isFinite && y.isFinite {
+                    delta = Swift.max(delta, Swift.abs(x - y))
+                    scale = Swift.max(scale, Swift.abs(y))
+                }
+            }
+        }
+        return (delta, scale)
+    }
+
+    /// (max |a − b|, max |b|) for tensors of one shape, else nil.
+    static func sameShapeDifference(_ a: Tensor, _ b: Tensor) -> (Float, Float)? {
+        guard a.shape == b.shape else { return nil }
+        var delta: Float = 0, scale: Float = 0
+        for (x, y) in zip(a.floats, b.floats) {
+            if x.isFinite && y.isFinite {
+                delta = Swift.max(delta, Swift.abs(x - y))
+                scale = Swift.max(scale, Swift.abs(y))
+            } else if !(x == y) {
+                delta = .infinity
+            }
+        }
+        return (delta, scale)
+    }
+
+    /// The last row along the second-to-last axis ([1, S, V] → [1, 1, V]).
+    static func lastRow(_ t: Tensor) -> Tensor {
+        guard t.rank >= 2 else { return t }
+        let k = t.rank - 2, n = t.shape[k]
+        guard n > 1 else { return t }
+        let outer = t.shape[..<k].reduce(1, *), inner = t.shape[(k + 1)...].reduce(1, *)
+        let f = t.floats
+        var out: [Float] = []
+        out.reserveCapacity(outer * inner)
+        for o in 0..<outer { out += f[((o * n + n - 1) * inner)..<((o * n + n) * inner)] }
+        var shape = t.shape
+        shape[k] = 1
+        return Tensor(t.dtype, shape: shape, floats: out)
+    }
+
+    static func argmax(_ t: Tensor) -> Int {
+        let f = t.floats
+        var best = 0
+        for i in f.indices where f[i] > f[best] { best = i }
+        return best
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+import GraphIR
+import Interpreter
+import Passes
+import StateOps
+
+/// The runtime part of `forge-ir diagnose` (`--precision fp16`, `--dynamic`): builds the calls
+/// from `--inputs` or from the stateful LLM contract (StateOps) and runs `RuntimeChecks`.
+enum DiagnoseRuntime {
+    struct Request {
+        var fp16 = false
+        var dynamic = false
+        var inputs: [String: Tensor]?
+        var inputsPath: String?
+        var promptIDs: [Int32]?
+    }
+
+    /// Default prompt length of the generated calls.
+    static let defaultLength = 16
+
+    /// Deterministic token ids in 0..<vocab (SplitMix64).
+    static func randomIDs(_ n: Int, vocab: Int, seed: UInt64 = 0) -> [Int32] {
+        var state = seed
+        return (0..<n).map { _ in
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            z ^= z >> 31
+            return Int32(z % UInt64(max(vocab, 1)))
+        }
+    }
+
+    /// Runs the requested checks on `functions` of `model` and adds them to `d`.
+    static func run(_ r: Request, model: Model, functions: [String], into d: inout Diagnosis) throws {
+        for name in functions {
+            guard let f = model.program.function(named: name) else { continue }
+            let seqSymbol = d.functions.first { $0.name == name }?.sequenceSymbol
+            func binding(_ s: Int) -> [String: Int]? { seqSymbol.map { [$0: s] } }
+            var contract: LLMContract?
+            var contractError: Error?
+            do { contract = try LLMContract(function: f) } catch { contractError = error }
+            if let c = contract, !c.extraInputs.isEmpty, r.inputs == nil {
+                contract = nil
+                contractError = DiagnoseCLIError("function '\(name)' also takes \(c.extraInputs.map { "'\($0.name)'" }.joined(separator: ", ")), which diagnose cannot generate")
+            }
+            // The token ids and the length N of the generated calls.
+            var ids: [Int32] = []
+            var idsLabel = ""
+            if let c = contract {
+                let widest: Int
+                switch c.width {
+                case let .range(_, hi): widest = hi
+                case let .enumerated(sizes): widest = sizes.max() ?? 1
+                case let .fixed(w): widest = w
+                }
+                if let given = r.promptIDs {
+                    ids = given
+                    idsLabel = "\(given.count) given token id\(given.count == 1 ? "" : "s")"
+                } else {
+                    var n = min(defaultLength, widest, c.contextLength)
+                    if case let .enumerated(sizes) = c.width { n = sizes.filter { $0 <= defaultLength }.max() ?? sizes.min() ?? 1 }
+                    if case let .range(lo, _) = c.width { n = max(n, lo) }
+                    ids = randomIDs(n, vocab: c.vocabularySize(in: f) ?? 32000)
+                    idsLabel = "\(n) random token id\(n == 1 ? "" : "s") (seed 0)"
+                }
+            }
+
+            if r.fp16 {
+                let scenario: RuntimeScenario
+                var b: [String: Int]?
+                if let inputs = r.inputs {
+                    scenario = RuntimeScenario(calls: [inputs], label: "inputs from \(r.inputsPath ?? "--inputs")")
+                    if let s = seqSymbol, let ids = inputs["input_ids"] ?? inputs["tokens"], ids.rank == 2 { b = [s: ids.shape[1]] }
+                } else if let c = contract {
+                    guard c.admits(width: ids.count) else {
+                        throw DiagnoseCLIError("function '\(name)': a call of \(ids.count) tokens does not fit its input_ids (\(c.width)); give fewer --prompt-ids")
+                    }
+                    scenario = RuntimeScenario(calls: [c.inputs(ids: ids, position: 0)], label: "prefill of \(idsLabel)")
+                    b = binding(ids.count)
+                } else {
+                    throw DiagnoseCLIError("--precision fp16: function '\(name)' needs --inputs F.npz (\(contractError.map { "\($0)" } ?? "no generated inputs"))")
+                }
+                let (run, findings) = try RuntimeChecks.fp16Overflow(function: f, scenario: scenario, binding: b)
+                d.add(run, findings: findings)
+            }
+
+            if r.dynamic {
+                guard let c = contract else {
+                    throw DiagnoseCLIError("--dynamic: function '\(name)' does not follow the stateful LLM contract (\(contractError.map { "\($0)" } ?? "?"))")
+                }
+                let n = ids.count
+                guard n >= 2, c.admits(width: 1), c.admits(width: n) else {
+                    let why: String
+                    if case let .fixed(w) = c.width { why = "input_ids takes exactly \(w) token\(w == 1 ? "" : "s") per call" } else if n < 2 {
+                        why = "needs at least 2 tokens"
+                    } else { why = "needs calls of 1 and of \(n) tokens; input_ids allows \(c.width)" }
+                    d.add(RuntimeRun(check: "s1_mismatch", function: name, precision: "fp32", inputs: idsLabel, ok: true,
+                                     summary: "skipped: \(why)"), findings: [])
+                    continue
+                }
+                let head = Array(ids.dropLast())
+                let prefill: [[String: Tensor]] = c.admits(width: head.count)
+                    ? [c.inputs(ids: head, position: 0)]
+                    : head.enumerated().map { c.inputs(ids: [$0.element], position: $0.offset) }
+                let split = RuntimeScenario(calls: prefill + [c.inputs(ids: [ids[n - 1]], position: n - 1)],
+                                            label: "prefill of \(n - 1)\(prefill.count > 1 ? " one by one" : ""), then 1 token at offset \(n - 1)")
+                let whole = RuntimeScenario(calls: [c.inputs(ids: ids, position: 0)], label: "one call of \(idsLabel)")
+                let (run, findings) = try RuntimeChecks.sequenceConsistency(function: f, split: split, whole: whole,
+                                                                            output: c.logitsName, binding: binding(1))
+                d.add(run, findings: findings)
+            }
+        }
+    }
+}
