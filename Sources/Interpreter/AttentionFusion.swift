@@ -20,7 +20,7 @@ enum AttentionFusion {
     static let maskedThreshold: Float = -1e4
 
     /// Rewrites `plan`'s steps in place. `useCount` counts reads of each slot.
-    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], constants: (Int) -> ConstValue?) {
+    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int]) {
         var producer: [Int: Int] = [:]
         for (i, st) in plan.steps.enumerated() { for s in st.outputSlots { producer[s] = i } }
         func slot(_ st: ExecutionPlan.Step, _ name: String) -> Int? {
@@ -70,7 +70,7 @@ enum AttentionFusion {
             let scale = mul.op.type == "mul" ? sv : 1 / sv
             let rep = k.1
             let fused = ExecutionPlan.Step(
-                op: m2.op, kernel: kernel(scale: scale, rep: rep, fallbackSteps: []),
+                op: m2.op, kernel: kernel(scale: scale, rep: rep),
                 inputs: [(name: "query", refs: [.slot(q)]), (name: "key", refs: [.slot(k.0)]),
                          (name: "value", refs: [.slot(v.0)]), (name: "mask", refs: [.slot(maskSlot)])],
                 outputSlots: m2.outputSlots, release: [], isConstant: false, blocks: [])
@@ -92,7 +92,7 @@ enum AttentionFusion {
     }
 
     /// q [1, H, S, D], k/v [1, KV, CTX, D] (H = KV·rep), mask broadcastable to [1, H, S, CTX].
-    static func kernel(scale: Float, rep: Int, fallbackSteps: [Int]) -> Kernel {
+    static func kernel(scale: Float, rep: Int) -> Kernel {
         return { inv in
             let q = try inv.tensor("query"), k = try inv.tensor("key"), v = try inv.tensor("value"), mask = try inv.tensor("mask")
             guard q.rank == 4, k.rank == 4, v.rank == 4, q.shape[0] == 1, k.shape[0] == 1,

@@ -89,12 +89,12 @@ public final class ExecutionPlan {
         self.precision = precision
         var missing = Set<String>()
         inputSlots = function.inputs.map { newSlot($0) }
-        try build(function.body, into: root, missing: &missing, constantValues: [])
+        try build(function.body, into: root, missing: &missing)
         guard missing.isEmpty else {
             throw InterpreterError.unsupportedOps(function: function.name, ops: missing.sorted())
         }
         if precision == .fp32 {
-            AttentionFusion.apply(root, useCount: useCounts(root), constants: { [constants] i in i < constants.count ? constants[i] : nil })
+            AttentionFusion.apply(root, useCount: useCounts(root))
         }
         StateUpdateFusion.apply(root, useCount: useCounts(root))
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
@@ -116,7 +116,7 @@ public final class ExecutionPlan {
 
     private var constantSlots = Set<Int>()
 
-    func build(_ block: Block, into plan: BlockPlan, missing: inout Set<String>, constantValues: Set<Int>) throws {
+    func build(_ block: Block, into plan: BlockPlan, missing: inout Set<String>) throws {
         plan.inputSlots = block.inputs.map { newSlot($0) }
         var steps: [Step] = []
         for op in block.operations {
@@ -154,7 +154,7 @@ public final class ExecutionPlan {
             var nested: [BlockPlan] = []
             for b in op.blocks {
                 let bp = BlockPlan()
-                try build(b, into: bp, missing: &missing, constantValues: [])
+                try build(b, into: bp, missing: &missing)
                 nested.append(bp)
             }
             if !op.blocks.isEmpty { allConstant = false }

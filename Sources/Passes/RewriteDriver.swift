@@ -23,8 +23,6 @@ public final class RewriteContext {
     public func replaceAllUses(of old: Value, with new: Value) {
         for u in UseMap(function).users(of: old) { changed.append(u) }
         function.body.replaceAllUses(of: old, with: new)
-        // Keep the value's name on the function output when `old` was returned.
-        if function.body.outputs.contains(where: { $0 === new }) && !new.name.isEmpty {}
     }
 
     /// Removes `op` from its block.
