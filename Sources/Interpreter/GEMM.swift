@@ -1,6 +1,4 @@
 import CKernels
-import Dispatch
-import Foundation
 
 /// fp32 matrix products on row-major buffers with explicit leading dimensions.
 ///
@@ -8,9 +6,9 @@ import Foundation
 /// accumulators in register tiles, AVX2+FMA chosen at run time, portable body otherwise):
 /// measured on this machine's 2-core AMD EPYC, a Swift `SIMD8<Float>` version of the same
 /// 4×3 tile reached 29 GFLOP/s at the default x86-64 target against 93 GFLOP/s for the C
-/// AVX2 body. The Swift side splits the output across cores when the product is big enough
-/// and keeps ``referenceNT`` / ``referenceNN``, the plain scalar definitions the fast paths
-/// are tested against.
+/// AVX2 body. The Swift side splits the output across cores (CKernels' worker pool) when the
+/// product is big enough and keeps ``referenceNT`` / ``referenceNN``, the plain scalar
+/// definitions the fast paths are tested against.
 enum GEMM {
     /// The CKernels body in use: 0 portable, 1 AVX2+FMA. Setting it (tests) forces a level
     /// (clamped to what the CPU supports); -1 restores detection.
@@ -19,30 +17,48 @@ enum GEMM {
         set { fk_set_simd_level(Int32(newValue)) }
     }
 
-    /// Cores the products may use.
-    static let cores = max(1, ProcessInfo.processInfo.activeProcessorCount)
+    /// Threads the products may use (the caller plus CKernels' worker pool, one per extra core).
+    static let cores = max(1, Int(fk_parallel_width()))
 
     /// Multiply-adds per extra thread below which a product stays on the calling thread
-    /// (a `concurrentPerform` round trip costs a few microseconds; 2^16 multiply-adds take
-    /// about as long at 30 GFLOP/s).
-    nonisolated(unsafe) static var parallelGrain = 1 << 16
+    /// (2^14 ≈ 1 µs: handing a chunk to a spinning pool worker costs well under that).
+    static let defaultParallelGrain = 1 << 14
+    nonisolated(unsafe) static var parallelGrain = defaultParallelGrain
 
     /// Runs `body` on contiguous chunks of `0..<count` (chunk starts are multiples of
     /// `align`), concurrently when `work` (multiply-adds, or any comparable cost) is big enough.
+    ///
+    /// Uses CKernels' spinning worker pool (`fk_parallel_run`), not `DispatchQueue.concurrentPerform`:
+    /// measured here, waking a dispatch worker took longer than a whole decode-sized product
+    /// (1536×576 GEMV ≈ 40 µs), so the second chunk ran serially on the caller.
     static func parallelChunks(_ count: Int, align: Int = 1, work: Int, _ body: (Range<Int>) -> Void) {
         guard count > 0 else { return }
         let a = max(1, align)
-        let chunks = min(cores, (count + a - 1) / a, max(1, work / parallelGrain))
+        // Up to 4 chunks per thread: when another process holds a core, the threads that do
+        // run take the chunks the others cannot (only a chunk already started can stall).
+        let chunks = min(cores == 1 ? 1 : 4 * cores, (count + a - 1) / a, max(1, work / max(1, parallelGrain)))
         if chunks <= 1 {
             body(0..<count)
             return
         }
         let per = ((count + chunks - 1) / chunks + a - 1) / a * a
         let n = (count + per - 1) / per
-        DispatchQueue.concurrentPerform(iterations: n) { i in
-            let lo = i * per, hi = min(count, lo + per)
-            if lo < hi { body(lo..<hi) }
+        withoutActuallyEscaping(body) { escaping in
+            var job = ChunkJob(count: count, per: per, body: escaping)
+            withUnsafeMutablePointer(to: &job) { p in
+                fk_parallel_run(n, { ctx, task in
+                    let job = ctx!.assumingMemoryBound(to: ChunkJob.self)
+                    let lo = task * job.pointee.per, hi = min(job.pointee.count, lo + job.pointee.per)
+                    if lo < hi { job.pointee.body(lo..<hi) }
+                }, UnsafeMutableRawPointer(p))
+            }
         }
+    }
+
+    private struct ChunkJob {
+        let count: Int
+        let per: Int
+        let body: (Range<Int>) -> Void
     }
 
     /// `C[m, n] (+)= Σ_k A[m·lda + k] · B[n·ldb + k] (+ bias[n])` — A·Bᵀ ("NT": both operands

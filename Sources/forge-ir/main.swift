@@ -14,6 +14,7 @@ let commands: [Command.Type] = [
     OptimizeCommand.self,
     DiagnoseCommand.self,
     GenerateCommand.self,
+    BenchCommand.self,
 ]
 
 let version = "0.1.0"

@@ -49,6 +49,20 @@ void fk_dequant(const fk_qmatrix *W, long r0, long rows, long c0, long cols, flo
 /// becomes NaN, as in torch).
 void fk_softmax_rows(float *x, long rows, long n, long ld);
 
+/// A task of ``fk_parallel_run``: `fn(ctx, task)`.
+typedef void (*fk_task_fn)(void *ctx, long task);
+
+/// Runs `fn(ctx, 0 ..< ntasks)` on the calling thread and the worker pool (one worker per
+/// extra core), returning when every task is done. Workers spin briefly after a job (so the
+/// back-to-back products of a decode step start in well under a microsecond) and then sleep.
+/// One job at a time: a call made while another is running (another thread, or from inside
+/// a task) runs its tasks serially on the calling thread.
+void fk_parallel_run(long ntasks, fk_task_fn fn, void *ctx);
+
+/// Worker threads of the pool plus the caller (1 = no pool): `FORGE_THREADS` if set, else
+/// the CPUs the process may run on.
+int fk_parallel_width(void);
+
 #ifdef __cplusplus
 }
 #endif

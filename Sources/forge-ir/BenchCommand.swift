@@ -1,0 +1,264 @@
+import Dispatch
+import Foundation
+import GraphIR
+import Interpreter
+import StateOps
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `forge-ir bench MODEL [-p 128] [-n 128] [-r 3] [--precision fp32|fp16] [--json | --markdown]`
+///
+/// Like llama-bench: one warm-up, then `-r` repetitions of (fresh states → timed prefill of P
+/// random token ids → timed decode of N tokens, one S=1 call each), reported as tokens/s mean ±
+/// sample standard deviation per test (`ppP`, `tgN`).
+enum BenchCommand: Command {
+    static let spec = CommandSpec(
+        name: "bench",
+        summary: "Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).",
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        options: [
+            .option("p", value: "n", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test)."),
+            .option("n", value: "n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test)."),
+            .option("r", value: "n", "Repetitions after the warm-up (default 3)."),
+            .option("precision", value: "fp32|fp16", "Numerics (default fp32: Core ML CPU)."),
+            .option("function", value: "name", "Function to drive (default: the model's default)."),
+            .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
+            .flag("markdown", "Print the table as markdown."),
+        ],
+        discussion: """
+        Each repetition starts from fresh (zeroed) states: the prefill of P random token ids
+        (fixed seed) in the widest calls the graph allows is timed as ppP, then N decode calls of
+        one token each (positions P … P+N−1) are timed as tgN. Sampling is not timed (there is
+        none: the decoded ids are random too). One untimed warm-up repetition comes first.
+        t/s is the mean over repetitions of tokens/seconds, ± the sample standard deviation.
+        P + N must fit the model's context length. Progress goes to stderr when it is a terminal.
+        """
+    )
+
+    static let help = "forge-ir bench"
+
+    static func count(_ args: ParsedArguments, _ name: String, _ d: Int, min lower: Int) throws -> Int {
+        guard let s = args.value(name) else { return d }
+        guard let v = Int(s), v >= lower else {
+            throw UsageError(message: "-\(name) takes a whole number ≥ \(lower), got '\(s)'", helpCommand: help)
+        }
+        return v
+    }
+
+    struct Stats {
+        var samples: [Double]
+        var mean: Double { samples.isEmpty ? 0 : samples.reduce(0, +) / Double(samples.count) }
+        /// Sample standard deviation (n − 1), 0 for a single sample (as llama-bench).
+        var sd: Double {
+            guard samples.count > 1 else { return 0 }
+            let m = mean
+            return (samples.map { ($0 - m) * ($0 - m) }.reduce(0, +) / Double(samples.count - 1)).squareRoot()
+        }
+    }
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let path = args.positionals[0]
+        let p = try count(args, "p", 128, min: 0)
+        let n = try count(args, "n", 128, min: 0)
+        let reps = try count(args, "r", 3, min: 1)
+        guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0", helpCommand: help) }
+        let precisionText = args.value("precision") ?? "fp32"
+        guard let precision = Precision(rawValue: precisionText) else {
+            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: help)
+        }
+        let json = args.flag("json"), markdown = args.flag("markdown")
+        guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown", helpCommand: help) }
+
+        let progress = isatty(2) != 0
+        func say(_ s: String) { if progress { Console.err(s) } }
+
+        let t0 = DispatchTime.now().uptimeNanoseconds
+        let model = try ModelLoader.load(path: path)
+        let session = try Session(model: model, function: args.value("function"), precision: precision)
+        let generator = try Generator(session: session)
+        for extra in generator.contract.extraInputs {
+            throw InterpreterError.unsupported("function '\(session.function.name)' also takes input '\(extra.name)' (\(extra.type)); bind it with forge-ir's library API (Generator.boundInputs)")
+        }
+        let loadSeconds = seconds(since: t0)
+        let ctx = generator.contract.contextLength
+        if p > ctx {
+            throw UsageError(message: "-p \(p) exceeds the model's context length \(ctx)", helpCommand: help)
+        }
+        if p + n > ctx {
+            throw UsageError(message: "-p \(p) + -n \(n) = \(p + n) tokens exceed the model's context length \(ctx) (decode runs after the prefill)", helpCommand: help)
+        }
+
+        // Random ids below the vocabulary size (from the logits type, else from one probe call).
+        var vocab = vocabularySize(session.function, logits: generator.contract.logitsName)
+        if vocab == nil {
+            generator.reset()
+            vocab = try generator.prefill([0]).count
+        }
+        var rng = BenchRNG(seed: 0x5EED_F0A6_E1B3)
+        let ids = (0..<(p + n)).map { _ in Int32(truncatingIfNeeded: rng.next() % UInt64(max(vocab ?? 1, 1))) }
+        let prompt = Array(ids[0..<p]), decodeIDs = Array(ids[p...])
+
+        /// One repetition: (prefill seconds, decode seconds).
+        func repetition(decodeCount: Int) throws -> (Double, Double) {
+            generator.reset()
+            var t = DispatchTime.now().uptimeNanoseconds
+            if !prompt.isEmpty { _ = try generator.prefill(prompt) }
+            let pre = seconds(since: t)
+            t = DispatchTime.now().uptimeNanoseconds
+            for id in decodeIDs.prefix(decodeCount) { _ = try generator.prefill([id]) }
+            return (pre, seconds(since: t))
+        }
+
+        say("warm-up (pp\(p) + tg\(min(n, 16)))…\n")
+        _ = try repetition(decodeCount: min(n, 16))
+        var pp = Stats(samples: []), tg = Stats(samples: [])
+        for r in 0..<reps {
+            let (pre, dec) = try repetition(decodeCount: n)
+            if p > 0 { pp.samples.append(Double(p) / pre) }
+            if n > 0 { tg.samples.append(Double(n) / dec) }
+            var line = "repetition \(r + 1)/\(reps):"
+            if p > 0 { line += String(format: " pp%d %.2f t/s", p, pp.samples.last!) }
+            if n > 0 { line += String(format: " tg%d %.2f t/s", n, tg.samples.last!) }
+            say(line + "\n")
+        }
+        let peak = peakResidentBytes()
+        let size = packageBytes(path)
+        let params = parameterCount(model)
+        let threads = ProcessInfo.processInfo.activeProcessorCount
+        let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+
+        if json {
+            func stat(_ s: Stats, _ on: Bool) -> (JSONValue, JSONValue, JSONValue) {
+                on ? (.double(s.mean), .double(s.sd), .array(s.samples.map { .double($0) })) : (.null, .null, .array([]))
+            }
+            let (ppm, ppsd, pps) = stat(pp, p > 0), (tgm, tgsd, tgs) = stat(tg, n > 0)
+            let obj: [String: JSONValue] = [
+                "engine": .string("forge-ir"),
+                "model": .string(path),
+                "model_name": .string(name),
+                "model_size_bytes": .int(size),
+                "params": .int(params),
+                "precision": .string(precision.rawValue),
+                "threads": .int(threads),
+                "context_length": .int(ctx),
+                "n_prompt": .int(p),
+                "n_gen": .int(n),
+                "repetitions": .int(reps),
+                "prefill_tok_s": ppm, "prefill_tok_s_sd": ppsd, "prefill_samples_tok_s": pps,
+                "decode_tok_s": tgm, "decode_tok_s_sd": tgsd, "decode_samples_tok_s": tgs,
+                "peak_rss_bytes": .int(peak),
+                "load_seconds": .double(loadSeconds),
+            ]
+            Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
+            return ExitCode.ok
+        }
+
+        let header = ["model", "size", "params", "backend", "threads", "test", "t/s"]
+        let rightAligned: Set<Int> = [1, 2, 4, 5, 6]
+        var rows: [[String]] = []
+        let common = [name, String(format: "%.2f MiB", Double(size) / 1_048_576), humanCount(params),
+                      "CPU \(precision.rawValue)", String(threads)]
+        if p > 0 { rows.append(common + ["pp\(p)", String(format: "%.2f ± %.2f", pp.mean, pp.sd)]) }
+        if n > 0 { rows.append(common + ["tg\(n)", String(format: "%.2f ± %.2f", tg.mean, tg.sd)]) }
+        Console.out(table(header: header, rows: rows, rightAligned: rightAligned, markdown: markdown))
+        Console.out("\n\(reps) repetition\(reps == 1 ? "" : "s") after one warm-up · " + String(format: "peak RSS %.1f MiB (%.2f× the package) · load %.2f s\n",
+                           Double(peak) / 1_048_576, Double(peak) / Double(max(size, 1)), loadSeconds))
+        return ExitCode.ok
+    }
+
+    static func seconds(since t: UInt64) -> Double { Double(DispatchTime.now().uptimeNanoseconds - t) / 1e9 }
+
+    /// The last dimension of the logits output when the function's type fixes it.
+    static func vocabularySize(_ f: Function, logits: String) -> Int? {
+        guard let v = f.outputs.first(where: { $0.name == logits }), let t = v.type.tensorType,
+              let last = t.shape.last?.fixedValue, last > 0 else { return nil }
+        return last
+    }
+
+    /// Bytes on disk: a file's size, or every file under a package directory.
+    static func packageBytes(_ path: String) -> Int {
+        let fm = FileManager.default
+        var isDir: ObjCBool = false
+        guard fm.fileExists(atPath: path, isDirectory: &isDir) else { return 0 }
+        if !isDir.boolValue { return ((try? fm.attributesOfItem(atPath: path))?[.size] as? NSNumber)?.intValue ?? 0 }
+        var total = 0
+        if let e = fm.enumerator(atPath: path) {
+            for case let rel as String in e {
+                let attrs = try? fm.attributesOfItem(atPath: path + "/" + rel)
+                if attrs?[.type] as? FileAttributeType == .typeRegular {
+                    total += (attrs?[.size] as? NSNumber)?.intValue ?? 0
+                }
+            }
+        }
+        return total
+    }
+
+    /// Weights as a model has them: the dense element count of each `constexpr_*` result (the
+    /// int8 data, not its scales) plus float `const` tensors that are not a constexpr's operand.
+    static func parameterCount(_ model: Model) -> Int {
+        var total = 0
+        var seen = Set<ObjectIdentifier>()
+        for f in model.program.functions {
+            var feedsConstexpr = Set<ObjectIdentifier>()
+            f.body.walk { op in
+                if op.type.hasPrefix("constexpr_") { for v in op.operandValues { feedsConstexpr.insert(ObjectIdentifier(v)) } }
+            }
+            f.body.walk { op in
+                guard let out = op.outputs.first, let t = out.type.tensorType, seen.insert(ObjectIdentifier(out)).inserted else { return }
+                if op.type.hasPrefix("constexpr_") {
+                    total += t.elementCount ?? 0
+                } else if op.type == "const", t.dtype.isFloat, !feedsConstexpr.contains(ObjectIdentifier(out)) {
+                    total += t.elementCount ?? 0
+                }
+            }
+        }
+        return total
+    }
+
+    static func humanCount(_ n: Int) -> String {
+        switch n {
+        case 1_000_000_000...: return String(format: "%.2f B", Double(n) / 1e9)
+        case 1_000_000...: return String(format: "%.2f M", Double(n) / 1e6)
+        case 1_000...: return String(format: "%.2f K", Double(n) / 1e3)
+        default: return String(n)
+        }
+    }
+
+    /// A llama-bench style table: aligned columns, or markdown with `---:` for numbers.
+    static func table(header: [String], rows: [[String]], rightAligned: Set<Int>, markdown: Bool) -> String {
+        var widths = header.map(\.count)
+        for r in rows { for (i, c) in r.enumerated() { widths[i] = max(widths[i], c.count) } }
+        func pad(_ s: String, _ i: Int) -> String {
+            let fill = String(repeating: " ", count: widths[i] - s.count)
+            return rightAligned.contains(i) ? fill + s : s + fill
+        }
+        var out = ""
+        if markdown {
+            out += "| " + header.indices.map { pad(header[$0], $0) }.joined(separator: " | ") + " |\n"
+            out += "| " + header.indices.map { i in
+                rightAligned.contains(i) ? String(repeating: "-", count: max(widths[i] - 1, 1)) + ":" : String(repeating: "-", count: widths[i])
+            }.joined(separator: " | ") + " |\n"
+            for r in rows { out += "| " + r.indices.map { pad(r[$0], $0) }.joined(separator: " | ") + " |\n" }
+        } else {
+            out += header.indices.map { pad(header[$0], $0) }.joined(separator: "  ") + "\n"
+            for r in rows { out += r.indices.map { pad(r[$0], $0) }.joined(separator: "  ") + "\n" }
+        }
+        return out
+    }
+}
+
+/// A tiny deterministic generator (SplitMix64) for the benchmark's token ids.
+struct BenchRNG {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import GraphIR
+import XCTest
+
+/// `forge-ir bench` end to end through the binary, on the committed 2-layer SmolLM2 twin
+/// (CTX 256). No timing assertions: only that the figures exist and are positive.
+extension CLITests {
+    func testBenchJSONHasTheFigures() throws {
+        let model = try fixture("smollm2_twin_int8.mlpackage")
+        let r = try run(["bench", model, "-p", "8", "-n", "4", "-r", "2", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        // Progress goes to stderr only on a terminal; here stderr is a file.
+        XCTAssertEqual(r.stderr, "")
+        let json = try JSONValue.parse(r.stdout)
+        func number(_ key: String) -> Double? {
+            switch json[key] {
+            case let .double(d)?: return d
+            case let .int(i)?: return Double(i)
+            default: return nil
+            }
+        }
+        for key in ["prefill_tok_s", "decode_tok_s", "model_size_bytes", "peak_rss_bytes", "params"] {
+            guard let v = number(key) else { XCTFail("no number '\(key)' in \(r.stdout)"); continue }
+            XCTAssertGreaterThan(v, 0, key)
+        }
+        for key in ["prefill_tok_s_sd", "decode_tok_s_sd"] {
+            guard let v = number(key) else { XCTFail("no number '\(key)' in \(r.stdout)"); continue }
+            XCTAssertGreaterThanOrEqual(v, 0, key)
+        }
+        XCTAssertEqual(json["repetitions"]?.intValue, 2)
+        XCTAssertEqual(json["n_prompt"]?.intValue, 8)
+        XCTAssertEqual(json["n_gen"]?.intValue, 4)
+        XCTAssertEqual(json["context_length"]?.intValue, 256)
+        XCTAssertEqual(json["prefill_samples_tok_s"]?.arrayValue?.count, 2)
+        XCTAssertEqual(json["decode_samples_tok_s"]?.arrayValue?.count, 2)
+        // The package on disk: model.mlmodel + weight.bin + Manifest.json.
+        XCTAssertGreaterThan(number("model_size_bytes") ?? 0, 10_000_000)
+    }
+
+    func testBenchTableAndMarkdown() throws {
+        let model = try fixture("smollm2_twin_int8.mlpackage")
+        let plain = try run(["bench", model, "-p", "4", "-n", "2", "-r", "1"])
+        XCTAssertEqual(plain.status, 0, plain.stderr)
+        let lines = plain.stdout.split(separator: "\n").map(String.init)
+        XCTAssertTrue(lines.first?.hasPrefix("model") ?? false, plain.stdout)
+        for column in ["size", "params", "backend", "threads", "test", "t/s"] {
+            XCTAssertTrue(lines[0].contains(column), "header lacks \(column): \(lines[0])")
+        }
+        XCTAssertTrue(lines.contains { $0.contains("pp4") && $0.contains("±") && $0.contains("smollm2_twin_int8") }, plain.stdout)
+        XCTAssertTrue(lines.contains { $0.contains("tg2") && $0.contains("±") }, plain.stdout)
+
+        let md = try run(["bench", model, "-p", "4", "-n", "0", "-r", "1", "--markdown"])
+        XCTAssertEqual(md.status, 0, md.stderr)
+        let rows = md.stdout.split(separator: "\n").filter { $0.hasPrefix("|") }
+        XCTAssertEqual(rows.count, 3, md.stdout) // header, alignment, pp4 (no tg test with -n 0)
+        XCTAssertTrue(rows[1].contains("---:"), md.stdout)
+        XCTAssertTrue(rows[2].contains("pp4"), md.stdout)
+    }
+
+    func testBenchUsageErrorsExit64() throws {
+        let model = try fixture("smollm2_twin_int8.mlpackage")
+        let cases: [([String], String)] = [
+            (["bench"], "missing argument <model>"),
+            (["bench", model, "-p", "x"], "-p takes a whole number"),
+            (["bench", model, "-n", "-3"], "-n takes a whole number"),
+            (["bench", model, "-r", "0"], "-r takes a whole number ≥ 1"),
+            (["bench", model, "-p", "0", "-n", "0"], "nothing to measure"),
+            (["bench", model, "--precision", "int4"], "--precision must be fp32 or fp16"),
+            (["bench", model, "--json", "--markdown"], "at most one of --json, --markdown"),
+            (["bench", model, "-q", "1"], "unknown option '-q'"),
+            // Context length 256: P alone, and P + N (the decode runs after the prefill).
+            (["bench", model, "-p", "300", "-n", "0"], "-p 300 exceeds the model's context length 256"),
+            (["bench", model, "-p", "250", "-n", "10"], "-p 250 + -n 10 = 260 tokens exceed the model's context length 256"),
+        ]
+        for (args, message) in cases {
+            let r = try run(args)
+            XCTAssertEqual(r.status, 64, "\(args): \(r.stderr)")
+            XCTAssertEqual(r.stdout, "", "\(args)")
+            XCTAssertTrue(r.stderr.contains(message), "\(args): \(r.stderr)")
+            XCTAssertTrue(r.stderr.contains("forge-ir bench --help"), "\(args): \(r.stderr)")
+        }
+    }
+
+    func testBenchRefusesAModelWithoutTheContract() throws {
+        let model = try fixture("enumerated_shapes.mlpackage")
+        let r = try run(["bench", model, "-p", "4", "-n", "2", "-r", "1"])
+        XCTAssertEqual(r.status, 1, r.stderr)
+        XCTAssertTrue(r.stderr.contains("does not follow the stateful LLM contract"), r.stderr)
+    }
+
+    func testBenchHelp() throws {
+        let r = try run(["bench", "--help"])
+        XCTAssertEqual(r.status, 0)
+        XCTAssertTrue(r.stdout.contains("USAGE: forge-ir bench <model> [-p <n>] [-n <n>] [-r <n>]"), r.stdout)
+    }
+}

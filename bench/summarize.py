@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Summarize an alternating benchmark run written by bench/compare_llamacpp.sh.
+
+  python3 bench/summarize.py RESULTS_DIR [--markdown]
+
+RESULTS_DIR holds round<k>-llamacpp.json (llama-bench -o json), round<k>-forge-ir.json
+(forge-ir bench --json), optionally round<k>-pytorch.json (bench/torch_bench.py) and
+round<k>-<engine>.stat ("peak_rss_kib user_s sys_s elapsed_s foreign_cores": /usr/bin/time and
+the CPU other processes used during the run). Prints per-round figures, then one
+table: tokens/s mean ± sd over every repetition of every round, the forge-ir / llama.cpp ratios
+(pooled, and the range over rounds), and forge-ir's peak RSS against its package size.
+Also writes RESULTS_DIR/summary.json. Standard library only.
+"""
+
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+FOREIGN_LIMIT = 0.15  # cores used by other processes during a run above which its round is flagged
+
+ENGINES = [("llamacpp", "llama.cpp Q8_0"), ("forge-ir", "forge-ir int8"), ("pytorch", "PyTorch eager fp32")]
+
+
+def load_round(path, engine):
+    with open(path) as f:
+        data = json.load(f)
+    out = {"pp": [], "tg": [], "rss": None, "size": None, "n_prompt": None, "n_gen": None, "threads": None}
+    if engine == "llamacpp":
+        for t in data:
+            if t["n_prompt"] > 0 and t["n_gen"] == 0:
+                out["pp"] = list(t["samples_ts"])
+                out["n_prompt"] = t["n_prompt"]
+            elif t["n_gen"] > 0 and t["n_prompt"] == 0:
+                out["tg"] = list(t["samples_ts"])
+                out["n_gen"] = t["n_gen"]
+            out["size"] = t["model_size"]
+            out["threads"] = t["n_threads"]
+            out["build"] = t.get("build_commit")
+            out["model_type"] = t.get("model_type")
+    else:
+        out["pp"] = list(data.get("prefill_samples_tok_s") or [])
+        out["tg"] = list(data.get("decode_samples_tok_s") or [])
+        out["rss"] = data.get("peak_rss_bytes")
+        out["size"] = data.get("model_size_bytes")
+        out["n_prompt"] = data.get("n_prompt")
+        out["n_gen"] = data.get("n_gen")
+        out["threads"] = data.get("threads")
+    stat_file = path[: -len(".json")] + ".stat"
+    out["foreign"] = None
+    if os.path.exists(stat_file):
+        fields = open(stat_file).read().split()
+        if fields and fields[0].isdigit():
+            out["process_rss"] = int(fields[0]) * 1024
+        if len(fields) >= 5:
+            out["foreign"] = float(fields[4])
+    return out
+
+
+def stats(x):
+    if not x:
+        return None, None
+    return statistics.mean(x), (statistics.stdev(x) if len(x) > 1 else 0.0)
+
+
+def fmt(m, s):
+    return "—" if m is None else f"{m:.2f} ± {s:.2f}"
+
+
+def mib(b):
+    return "—" if b is None else f"{b / 1048576:.1f} MiB"
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    d = sys.argv[1]
+    markdown = "--markdown" in sys.argv
+    rounds = sorted({int(m.group(1)) for p in glob.glob(os.path.join(d, "round*-*.json"))
+                     if (m := re.search(r"round(\d+)-", os.path.basename(p)))})
+    results = {e: [] for e, _ in ENGINES}
+    for k in rounds:
+        for e, _ in ENGINES:
+            p = os.path.join(d, f"round{k}-{e}.json")
+            if os.path.exists(p):
+                results[e].append(load_round(p, e))
+    if not results["llamacpp"] or not results["forge-ir"]:
+        sys.exit(f"{d}: no llama.cpp or forge-ir results")
+
+    P = results["forge-ir"][0]["n_prompt"]
+    N = results["forge-ir"][0]["n_gen"]
+    print(f"per round (tokens/s, mean of the round's repetitions; [cores used by other processes meanwhile]):")
+    clean = []
+    for i, k in enumerate(rounds):
+        parts = []
+        dirty = False
+        for e, label in ENGINES:
+            if i < len(results[e]):
+                r = results[e][i]
+                f = r.get("foreign")
+                if f is not None and f > FOREIGN_LIMIT and e in ("llamacpp", "forge-ir"):
+                    dirty = True
+                ftext = "" if f is None else f" [{f:.2f}]"
+                parts.append(f"{label}: pp{P} {stats(r['pp'])[0] or 0:.1f}, tg{N} {stats(r['tg'])[0] or 0:.1f}{ftext}")
+        clean.append(not dirty)
+        print(f"  round {k}{' (LOADED)' if dirty else ''}: " + " | ".join(parts))
+    print()
+    n_clean = sum(clean)
+    if 0 < n_clean < len(rounds):
+        print(f"table over the {n_clean} round(s) where other processes used ≤ {FOREIGN_LIMIT} core during both engines' runs")
+        for e, _ in ENGINES:
+            results[e] = [r for r, c in zip(results[e], clean) if c] if len(results[e]) == len(clean) else results[e]
+        rounds = [k for k, c in zip(rounds, clean) if c]
+    elif n_clean == 0 and any(r.get("foreign") is not None for r in results["forge-ir"]):
+        print(f"WARNING: every round ran beside other processes using > {FOREIGN_LIMIT} core: figures are low and noisy")
+
+    summary = {"rounds": len(rounds), "rounds_clean": n_clean, "n_prompt": P, "n_gen": N, "engines": {}}
+    rows = []
+    for e, label in ENGINES:
+        rs = results[e]
+        if not rs:
+            continue
+        pp = [x for r in rs for x in r["pp"]]
+        tg = [x for r in rs for x in r["tg"]]
+        ppm, pps = stats(pp)
+        tgm, tgs = stats(tg)
+        rss = max((r.get("rss") or r.get("process_rss") or 0) for r in rs) or None
+        foreign = [r["foreign"] for r in rs if r.get("foreign") is not None]
+        size = rs[0]["size"]
+        summary["engines"][e] = {
+            "prefill_tok_s": ppm, "prefill_tok_s_sd": pps, "decode_tok_s": tgm, "decode_tok_s_sd": tgs,
+            "prefill_samples_tok_s": pp, "decode_samples_tok_s": tg, "peak_rss_bytes": rss, "model_size_bytes": size,
+            "threads": rs[0]["threads"], "foreign_cores_max": max(foreign) if foreign else None,
+        }
+        if e == "llamacpp":
+            summary["engines"][e]["build_commit"] = rs[0].get("build")
+        rows.append([label, fmt(ppm, pps), fmt(tgm, tgs), mib(size), mib(rss)])
+
+    lc, fi = summary["engines"]["llamacpp"], summary["engines"]["forge-ir"]
+
+    def ratio(key, samples_key):
+        if not lc[key] or fi[key] is None:
+            return None, None, None
+        per_round = []
+        for a, b in zip(results["forge-ir"], results["llamacpp"]):
+            ma, mb = stats(a[samples_key])[0], stats(b[samples_key])[0]
+            if ma and mb:
+                per_round.append(ma / mb)
+        return fi[key] / lc[key], min(per_round), max(per_round)
+
+    pr, prlo, prhi = ratio("prefill_tok_s", "pp")
+    dr, drlo, drhi = ratio("decode_tok_s", "tg")
+    summary["ratio_prefill"] = pr
+    summary["ratio_decode"] = dr
+    summary["ratio_prefill_per_round"] = [prlo, prhi]
+    summary["ratio_decode_per_round"] = [drlo, drhi]
+
+    def rfmt(r, lo, hi):
+        return "—" if r is None else f"{r:.2f}× ({lo:.2f}–{hi:.2f})"
+
+    rows.append(["forge-ir / llama.cpp", rfmt(pr, prlo, prhi), rfmt(dr, drlo, drhi), "", ""])
+    if "pytorch" in summary["engines"] and summary["engines"]["pytorch"]["prefill_tok_s"]:
+        pt = summary["engines"]["pytorch"]
+        rows.append(["forge-ir / PyTorch", f"{fi['prefill_tok_s'] / pt['prefill_tok_s']:.2f}×",
+                     f"{fi['decode_tok_s'] / pt['decode_tok_s']:.2f}×", "", ""])
+    header = ["engine", f"pp{P} t/s", f"tg{N} t/s", "model size", "peak RSS"]
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    if markdown:
+        print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
+        print("| " + " | ".join(("-" * w) if i == 0 else ("-" * (w - 1) + ":") for i, w in enumerate(widths)) + " |")
+        for r in rows:
+            print("| " + " | ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))) + " |")
+    else:
+        print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths))))
+        for r in rows:
+            print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    print()
+    n_samples = len(fi["prefill_samples_tok_s"] or fi["decode_samples_tok_s"])
+    print(f"mean ± sd over all {n_samples} repetitions of {len(rounds)} alternating rounds; "
+          f"ratios: pooled means (range of the per-round ratios)")
+    if fi["peak_rss_bytes"] and fi["model_size_bytes"]:
+        r = fi["peak_rss_bytes"] / fi["model_size_bytes"]
+        summary["forge_ir_rss_over_package"] = r
+        print(f"forge-ir peak RSS {mib(fi['peak_rss_bytes'])} = {r:.2f}× its package ({mib(fi['model_size_bytes'])})")
+    lrss = lc.get("peak_rss_bytes")
+    if lrss:
+        print(f"llama-bench process peak RSS {mib(lrss)} (GGUF {mib(lc['model_size_bytes'])}, mmap'ed)")
+    with open(os.path.join(d, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
