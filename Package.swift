@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "GraphIR", dependencies: ["CoreMLProto"]),
         // Hot GEMM / int8 loops of the Interpreter (AVX2+FMA picked at run time, portable
         // fallback); -O3 in every configuration.
-        .target(name: "CKernels", cSettings: [.unsafeFlags(["-O3"])]),
+        .target(name: "CKernels"),
         .target(
             name: "Interpreter",
             dependencies: ["GraphIR", "CZlib", "CKernels"]

@@ -22,7 +22,7 @@ final class MatmulKernelTests: XCTestCase {
     func testLinalgVectors() throws { try OpVectors.run(family: "linalg") }
 
     /// Cases with `pad_type` / `equation` strings; arrays in `linalg.npz`.
-    func testLinalgStringVectors() throws { try LinalgStringVectors.run(json: "linalg_strings", npz: "linalg") }
+    func testLinalgStringVectors() throws { try OpVectors.run(family: "linalg_strings", arrays: "linalg") }
 
     // MARK: - fp32 GEMM vs reference
 
@@ -493,88 +493,3 @@ struct MMRandom {
     }
 }
 
-/// ``OpVectors`` plus string inputs (`"strings": {name: value}` in the JSON; `.npz` cannot
-/// hold strings), reading the arrays from another family's `.npz`.
-enum LinalgStringVectors {
-    struct Case: Decodable {
-        var id: String
-        var op: String
-        var inputs: [String: String]?
-        var variadic: [String: [String]]?
-        var strings: [String: String]?
-        var outputs: [OpVectors.Case.Output]
-        var atol: Double?
-        var rtol: Double?
-        var precision: String?
-        var expect_error: Bool?
-    }
-    struct File: Decodable { var cases: [Case] }
-
-    static func run(json: String, npz: String, file: StaticString = #filePath, line: UInt = #line) throws {
-        let data = try Data(contentsOf: URL(fileURLWithPath: OpVectors.dir + json + ".json"))
-        let cases = try JSONDecoder().decode(File.self, from: data).cases
-        let arrays = try NPZ.read(path: OpVectors.dir + npz + ".npz")
-        XCTAssertFalse(cases.isEmpty, file: file, line: line)
-        var failures = 0
-        for c in cases {
-            var values: [String: [RuntimeValue]] = [:]
-            var opInputs: [OpInput] = []
-            for (name, key) in c.inputs ?? [:] {
-                let t = try XCTUnwrap(arrays[key], "\(c.id): npz has no \(key)")
-                values[name] = [.tensor(t)]
-                opInputs.append(OpInput(name: name, operands: [.value(Value(name: key, type: .tensor(TensorType(t.dtype, fixed: t.shape))))]))
-            }
-            for (name, keys) in c.variadic ?? [:] {
-                let ts = try keys.map { try XCTUnwrap(arrays[$0], "\(c.id): npz has no \($0)") }
-                values[name] = ts.map { .tensor($0) }
-                opInputs.append(OpInput(name: name, operands: zip(keys, ts).map { .value(Value(name: $0, type: .tensor(TensorType($1.dtype, fixed: $1.shape)))) }))
-            }
-            for (name, s) in c.strings ?? [:] {
-                values[name] = [.tensor(Tensor(dtype: .string, shape: [], data: .string([s])))]
-                opInputs.append(OpInput(name: name, operands: [.value(Value(name: name, type: .tensor(TensorType(.string, fixed: []))))]))
-            }
-            let outs = try c.outputs.map { o -> Value in
-                Value(name: o.key, type: .tensor(TensorType(try XCTUnwrap(DType(rawValue: o.dtype)), [])))
-            }
-            let op = Op(type: c.op, inputs: opInputs, outputs: outs, attributes: [Attribute(name: "name", value: .string(c.id))])
-            let kernel = try XCTUnwrap(KernelRegistry.kernel(for: c.op), "\(c.id): no kernel")
-            let precision = Precision(rawValue: c.precision ?? "fp32") ?? .fp32
-            let results: [RuntimeValue]
-            do {
-                results = try kernel(KernelInvocation(op: op, precision: precision, values: values))
-            } catch {
-                if c.expect_error == true { continue }
-                XCTFail("\(c.id): kernel threw \(error)", file: file, line: line)
-                failures += 1
-                continue
-            }
-            if c.expect_error == true {
-                XCTFail("\(c.id): expected an error", file: file, line: line)
-                failures += 1
-                continue
-            }
-            for (r, o) in zip(results, c.outputs) {
-                var got = try r.dense()
-                got.dtype = DType(rawValue: o.dtype) ?? got.dtype
-                if precision == .fp16 || got.dtype == .fp16 { Rounding.toStorage(&got) }
-                let want = try XCTUnwrap(arrays[o.key])
-                guard got.shape == want.shape else {
-                    XCTFail("\(c.id): shape \(got.shape), expected \(want.shape)", file: file, line: line)
-                    failures += 1
-                    continue
-                }
-                let g = got.floats, w = want.floats
-                for i in 0..<w.count {
-                    let a = Double(g[i]), b = Double(w[i])
-                    if (a.isNaN && b.isNaN) || a == b { continue }
-                    if !(abs(a - b) <= (c.atol ?? 1e-5) + (c.rtol ?? 1e-5) * abs(b)) {
-                        XCTFail("\(c.id): element \(i) is \(a), expected \(b)", file: file, line: line)
-                        failures += 1
-                        break
-                    }
-                }
-            }
-        }
-        print("opvectors \(json): \(cases.count) cases, \(failures) failures")
-    }
-}
