@@ -59,63 +59,11 @@ enum IndexKernels {
 
     // MARK: - slicing
 
-    /// A resolved `slice_by_index`: per axis the first index, the step and the count, and
-    /// whether the axis is dropped.
-    struct Slice {
-        var starts: [Int] = [], steps: [Int] = [], lengths: [Int] = [], squeeze: [Bool] = []
-        var resultShape: [Int] { zip(lengths, squeeze).filter { !$1 }.map(\.0) }
-    }
-
-    /// MIL `slice_by_index` = numpy `x[b0:e0:s0, …]`: negative begin/end count from the end and
-    /// are then clamped to the axis (Python slice rules); `begin_mask` / `end_mask` take the
-    /// first / last element in the stride's direction; `squeeze_mask` indexes `begin` (0 when
-    /// `begin_mask` is also set, as the reference) and drops the axis — that index must exist.
-    static func resolveSlice(shape: [Int], begin: [Int], end: [Int], stride: [Int]?, beginMask: [Bool]?,
-                             endMask: [Bool]?, squeezeMask: [Bool]?) throws -> Slice {
-        let r = shape.count
-        guard begin.count == r, end.count == r else {
-            throw KernelError("slice_by_index: begin has \(begin.count) and end \(end.count) entries, x has rank \(r)")
-        }
-        let stride = stride ?? [Int](repeating: 1, count: r)
-        let bm = beginMask ?? [Bool](repeating: false, count: r)
-        let em = endMask ?? [Bool](repeating: false, count: r)
-        let sm = squeezeMask ?? [Bool](repeating: false, count: r)
-        guard stride.count == r, bm.count == r, em.count == r, sm.count == r else {
-            throw KernelError("slice_by_index: stride/masks have \(stride.count)/\(bm.count)/\(em.count)/\(sm.count) entries, x has rank \(r)")
-        }
-        var s = Slice()
-        for a in 0..<r {
-            let n = shape[a], st = stride[a]
-            if sm[a] {
-                var b = bm[a] ? 0 : begin[a]
-                if b < 0 { b += n }
-                guard b >= 0, b < n else {
-                    throw KernelError("slice_by_index: squeezed index \(begin[a]) out of range for axis \(a) of size \(n)")
-                }
-                s.starts.append(b); s.steps.append(1); s.lengths.append(1); s.squeeze.append(true)
-                continue
-            }
-            guard st != 0 else { throw KernelError("slice_by_index: stride 0 on axis \(a)") }
-            var b = begin[a], e = end[a]
-            let len: Int
-            if st > 0 {
-                if bm[a] { b = 0 } else { if b < 0 { b += n }; b = min(max(b, 0), n) }
-                if em[a] { e = n } else { if e < 0 { e += n }; e = min(max(e, 0), n) }
-                len = e > b ? (e - b + st - 1) / st : 0
-            } else {
-                if bm[a] { b = n - 1 } else { if b < 0 { b += n }; b = min(max(b, -1), n - 1) }
-                if em[a] { e = -1 } else { if e < 0 { e += n }; e = min(max(e, -1), n - 1) }
-                len = b > e ? (b - e - st - 1) / -st : 0
-            }
-            s.starts.append(b); s.steps.append(st); s.lengths.append(len); s.squeeze.append(false)
-        }
-        return s
-    }
-
-    /// `slice_by_index(x, begin, end, stride?, begin_mask?, end_mask?, squeeze_mask?)`.
+    /// `slice_by_index(x, begin, end, stride?, begin_mask?, end_mask?, squeeze_mask?)`: the
+    /// region ``SliceRegion`` resolves (the same one `slice_update` writes), as a strided view.
     static func sliceByIndex(_ inv: KernelInvocation) throws -> [RuntimeValue] {
         let x = try inv.tensor("x")
-        let s = try resolveSlice(shape: x.shape, begin: try inv.ints("begin"), end: try inv.ints("end"),
+        let s = try SliceRegion(shape: x.shape, begin: try inv.ints("begin"), end: try inv.ints("end"),
                                  stride: inv.has("stride") ? try inv.ints("stride") : nil,
                                  beginMask: inv.has("begin_mask") ? try inv.bools("begin_mask") : nil,
                                  endMask: inv.has("end_mask") ? try inv.bools("end_mask") : nil,

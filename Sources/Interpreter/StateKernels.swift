@@ -69,9 +69,11 @@ enum StateKernels {
     }
 }
 
-/// The region `slice_by_index` selects (MIL iOS15 semantics): per axis, `begin_mask` → start at
-/// the first element in the stride's direction, `end_mask` → run to the last, negative indices
-/// count from the end, bounds are clamped, `squeeze_mask` → a single index, dimension dropped.
+/// The region `slice_by_index` selects (MIL iOS15 semantics; the one resolver for both
+/// `slice_by_index` and `slice_update`) = numpy `x[b0:e0:s0, …]`: negative begin/end count from
+/// the end and are then clamped (Python slice rules); `begin_mask` / `end_mask` take the first /
+/// last element in the stride's direction; `squeeze_mask` indexes `begin` (0 when `begin_mask` is
+/// also set, as the reference) and drops the axis — that index must exist.
 public struct SliceRegion {
     public let shape: [Int]
     public let starts: [Int]
