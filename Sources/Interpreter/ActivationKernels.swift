@@ -103,7 +103,7 @@ enum ActivationKernels {
         let axis = try Act.axis(try inv.int("axis", default: -1), rank: x.rank, op: "softmax")
         let src = x.floats
         let (outer, n, inner) = Act.split(x.shape, axis)
-        var out = [Float](repeating: 0, count: src.count)
+        var out = BufferPool.zeros(src.count)
         guard !src.isEmpty else { return [EW.floatResult(inv.outputDType(), x.shape, out)] }
         src.withUnsafeBufferPointer { sp in
             out.withUnsafeMutableBufferPointer { op in
@@ -195,7 +195,7 @@ enum Act {
         }
         let inner = x.rank >= 2 ? x.shape[2...].reduce(1, *) : 1
         let src = x.floats
-        var out = [Float](repeating: 0, count: src.count)
+        var out = BufferPool.zeros(src.count)
         var pv = [Float](repeating: 0, count: params.count)
         var i = 0
         let outer = src.count / max(c * inner, 1)
@@ -275,11 +275,8 @@ enum FastExp {
     @inline(__always)
     static func map(_ a: [Float], _ f: (SIMD8<Float>) -> SIMD8<Float>) -> [Float] {
         let n = a.count
-        return [Float](unsafeUninitializedCapacity: n) { buf, initialized in
-            if n > 0 {
-                a.withUnsafeBufferPointer { p in apply(p.baseAddress!, buf.baseAddress!, n, f) }
-            }
-            initialized = n
+        return BufferPool.build(n) { o in
+            a.withUnsafeBufferPointer { p in apply(p.baseAddress!, o, n, f) }
         }
     }
 

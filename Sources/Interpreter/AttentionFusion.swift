@@ -108,7 +108,7 @@ enum AttentionFusion {
             let mHeadStride = (mr >= 3 && mask.shape[mr - 3] == h) ? mask.shape[mr - 2] * ctx : 0
             let mRowStride = mask.shape[mr - 2] == s ? ctx : 0
             let qf = q.floats, kf = k.floats, vf = v.floats, mf = mask.floats
-            var out = [Float](repeating: 0, count: h * s * d)
+            var out = BufferPool.zeros(h * s * d)
             qf.withUnsafeBufferPointer { qp in kf.withUnsafeBufferPointer { kp in vf.withUnsafeBufferPointer { vp in
                 mf.withUnsafeBufferPointer { mp in out.withUnsafeMutableBufferPointer { op in
                     let qb = qp.baseAddress!, kb = kp.baseAddress!, vb = vp.baseAddress!, mb = mp.baseAddress!

@@ -60,8 +60,7 @@ public enum Broadcast {
         guard a.count == sa.reduce(1, *), b.count == sb.reduce(1, *) else {
             throw KernelError("internal: data of \(a.count) and \(b.count) elements for shapes \(sa) and \(sb)")
         }
-        let data = [R](unsafeUninitializedCapacity: n) { buf, initialized in
-            let po = buf.baseAddress!
+        let data: [R] = BufferPool.build(n) { po in
             a.withUnsafeBufferPointer { ba in
                 b.withUnsafeBufferPointer { bb in
                     let pa = ba.baseAddress!, pb = bb.baseAddress!
@@ -94,7 +93,6 @@ public enum Broadcast {
                     }
                 }
             }
-            initialized = n
         }
         return (out, data)
     }
@@ -109,8 +107,7 @@ public enum Broadcast {
         guard a.count == sa.reduce(1, *), b.count == sb.reduce(1, *), c.count == sc.reduce(1, *) else {
             throw KernelError("internal: data sizes do not match shapes \(sa), \(sb), \(sc)")
         }
-        let data = [R](unsafeUninitializedCapacity: n) { buf, initialized in
-            let po = buf.baseAddress!
+        let data: [R] = BufferPool.build(n) { po in
             a.withUnsafeBufferPointer { ba in
                 b.withUnsafeBufferPointer { bb in
                     c.withUnsafeBufferPointer { bc in
@@ -146,7 +143,6 @@ public enum Broadcast {
                     }
                 }
             }
-            initialized = n
         }
         return (out, data)
     }

@@ -181,10 +181,24 @@ enum ElementwiseKernels {
             target = inv.outputDType()
         }
         if target.isFloat {
-            return [.tensor(Tensor(target, shape: x.shape, floats: x.floats))]
+            let f: [Float]
+            switch x.data {
+            case let .float(a): f = a
+            case let .int(a): f = EW.map(a) { Float($0) }
+            case let .bool(a): f = EW.map(a) { $0 ? 1 : 0 }
+            case .string: throw KernelError("cast: string input is not supported")
+            }
+            return [.tensor(Tensor(target, shape: x.shape, floats: f))]
         }
         if target == .bool {
-            return [.tensor(Tensor(shape: x.shape, bools: x.bools))]
+            let b: [Bool]
+            switch x.data {
+            case let .float(a): b = EW.map(a) { $0 != 0 }
+            case let .int(a): b = EW.map(a) { $0 != 0 }
+            case let .bool(a): b = a
+            case .string: throw KernelError("cast: string input is not supported")
+            }
+            return [.tensor(Tensor(shape: x.shape, bools: b))]
         }
         let narrow: (Int64) -> Int32
         switch target {
@@ -251,15 +265,11 @@ enum EW {
     @inline(__always)
     static func map<T, R>(_ a: [T], _ f: (T) -> R) -> [R] {
         let n = a.count
-        return [R](unsafeUninitializedCapacity: n) { buf, initialized in
-            if n > 0 {
-                let po = buf.baseAddress!
-                a.withUnsafeBufferPointer { p in
-                    let pa = p.baseAddress!
-                    for i in 0..<n { (po + i).initialize(to: f(pa[i])) }
-                }
+        return BufferPool.build(n) { po in
+            a.withUnsafeBufferPointer { p in
+                let pa = p.baseAddress!
+                for i in 0..<n { (po + i).initialize(to: f(pa[i])) }
             }
-            initialized = n
         }
     }
 

@@ -6,10 +6,16 @@ import GraphIR
 /// slots, each slot released after its last use, constants (and `constexpr_*` ops) evaluated
 /// once on first use and kept for the life of the plan.
 ///
+/// Tensor storage is recycled through the plan's ``BufferPool``: a released value's array goes
+/// back to the pool and the next kernel output of the same type and size reuses it, so calling
+/// the plan again with the same shapes allocates no tensor storage per op.
+///
 /// Control flow (`cond`, `while_loop`) runs nested plans of its blocks.
 public final class ExecutionPlan {
     public let function: Function
     public let precision: Precision
+    /// Recycled kernel output buffers (see ``BufferPool``); `pool.stats` counts hits and misses.
+    public let pool = BufferPool()
 
     struct Step {
         let op: Op
@@ -231,8 +237,10 @@ public final class ExecutionPlan {
             var tt = t
             if let dt = v.type.tensorType?.dtype { tt.dtype = dt }
             slots[slot] = .tensor(tt)
+            pool.pin(.tensor(tt), forRun: true)
         }
-        try execute(root, slots: &slots)
+        defer { pool.endRun() }
+        try pool.installed { try execute(root, slots: &slots) }
         var out: [String: Tensor] = [:]
         for (v, ref) in zip(function.outputs, root.outputRefs) {
             var t = try resolve(ref, slots: slots).dense()
@@ -253,6 +261,7 @@ public final class ExecutionPlan {
             if let v = constantCache[i] { return v }
             let v = try ConstConversion.runtimeValue(constants[i])
             constantCache[i] = v
+            pool.pin(v, forRun: false)
             return v
         }
     }
@@ -275,6 +284,7 @@ public final class ExecutionPlan {
                         values[name] = try refs.map { try resolve($0, slots: slots) }
                     }
                     let inv = KernelInvocation(op: step.op, precision: precision, values: values)
+                    pool.currentOp = step.op.type
                     if profile != nil {
                         let t0 = DispatchTime.now().uptimeNanoseconds
                         results = try step.kernel!(inv)
@@ -301,11 +311,23 @@ public final class ExecutionPlan {
                     if precision == .fp16 || step.isConstant { Rounding.toStorage(&t) }
                     r = .tensor(t)
                 }
-                if step.isConstant { constantOpCache[s] = r } else { slots[s] = r }
+                if step.isConstant { constantOpCache[s] = r; pool.pin(r, forRun: false) } else { slots[s] = r; pool.noteProduced(r, by: step.op.type) }
             }
             if let observer { observer(step.op, step.outputSlots.compactMap { slots[$0] ?? constantOpCache[$0] }) }
-            for s in step.release { slots[s] = nil }
+            for s in step.release {
+                if let v = slots[s] {
+                    slots[s] = nil
+                    pool.release(v)
+                }
+            }
         }
+    }
+
+    /// Gives the storage of outputs returned by ``run(inputs:states:)`` back to the plan once
+    /// the caller is done with them (optional: a driver that calls the plan in a loop, such as
+    /// the generator, uses it so even the outputs are not allocated again).
+    public func recycle(_ outputs: [String: Tensor]) {
+        for t in outputs.values { pool.recycle(t.data) }
     }
 }
 

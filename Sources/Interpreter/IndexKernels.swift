@@ -40,14 +40,13 @@ enum IndexKernels {
         let count = offsets.count * inner
         guard count > 0 else { return [] }
         return a.withUnsafeBufferPointer { src in
-            [T](unsafeUninitializedCapacity: count) { buf, n in
-                let d = buf.baseAddress!, s = src.baseAddress!
+            BufferPool.build(count) { d in
+                let s = src.baseAddress!
                 if inner == 1 {
                     for (k, o) in offsets.enumerated() { (d + k).initialize(to: s[o]) }
                 } else {
                     for (k, o) in offsets.enumerated() { (d + k * inner).initialize(from: s + o, count: inner) }
                 }
-                n = count
             }
         }
     }

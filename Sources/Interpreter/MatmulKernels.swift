@@ -43,7 +43,7 @@ enum MatmulKernels {
         }
         let n = wShape[0]
         let bias = try biasVector(inv.optionalTensor("bias"), n)
-        var out = [Float](repeating: 0, count: m * n)
+        var out = BufferPool.zeros(m * n)
         let xs = x.floats
         if m > 0, n > 0 {
             try withBase(xs) { xp in
@@ -104,7 +104,7 @@ enum MatmulKernels {
         // Integer operands: exact wrapping int32 arithmetic.
         if let yd = yDense, !x.dtype.isFloat, !yd.dtype.isFloat {
             let xs = x.ints, ys = yd.ints
-            var out = [Int32](repeating: 0, count: batch.count * mn)
+            var out = BufferPool.zeroInts(batch.count * mn)
             for b in 0..<batch.count {
                 let off = batch.offsets(b)
                 let xo = off[0], yo = off[1], co = b * mn
@@ -123,7 +123,7 @@ enum MatmulKernels {
             return [.tensor(Tensor(.int32, shape: outShape, ints: out))]
         }
 
-        var out = [Float](repeating: 0, count: batch.count * mn)
+        var out = BufferPool.zeros(batch.count * mn)
         guard !out.isEmpty else { return [.tensor(Tensor(floatDType(x.dtype), shape: outShape, floats: out))] }
         // x as contiguous [xb..., M, K].
         var xs = x.floats
@@ -236,7 +236,7 @@ enum MatmulKernels {
             maskFloats = mk.dtype == .bool ? mk.bools.map { $0 ? 0 : -Float.infinity } : mk.floats
         }
         let outShape = batch.shape + [l, ev]
-        var out = [Float](repeating: 0, count: batch.count * l * ev)
+        var out = BufferPool.zeros(batch.count * l * ev)
         guard !out.isEmpty else { return [.tensor(Tensor(floatDType(q.dtype), shape: outShape, floats: out))] }
         let scale = 1 / Float(e).squareRoot()
         let qs = q.floats, ks = kt.floats, vs = v.floats

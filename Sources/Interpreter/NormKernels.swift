@@ -156,7 +156,7 @@ enum NormKernels {
         let alpha = try inv.float("alpha", default: 1e-4), beta = try inv.float("beta", default: 0.75), k = try inv.float("k", default: 1)
         let c = x.shape[1], s = x.shape[2...].reduce(1, *)
         let src = x.floats
-        var out = [Float](repeating: 0, count: src.count)
+        var out = BufferPool.zeros(src.count)
         let sq = src.map { $0 * $0 }
         let scale = alpha / Float(size)
         let lo = size / 2, hi = (size - 1) / 2

@@ -50,12 +50,9 @@ public enum Rounding {
 
     /// Rounds a tensor's values to what its dtype can hold (fp16 / bf16); other dtypes unchanged.
     public static func toStorage(_ t: inout Tensor) {
-        guard case var .float(a) = t.data else { return }
-        switch t.dtype {
-        case .fp16: toHalf(&a)
-        case .bf16: toBFloat16(&a)
-        default: return
-        }
+        guard case var .float(a) = t.data, t.dtype == .fp16 || t.dtype == .bf16 else { return }
+        t.data = .int([])  // drop the tensor's reference so `a` is unique: rounded in place, no copy
+        if t.dtype == .fp16 { toHalf(&a) } else { toBFloat16(&a) }
         t.data = .float(a)
     }
 }

@@ -23,7 +23,7 @@ enum QuantizedOps {
             let sstrides = contiguousStrides(q.scaleShape)
             let inner = Array(q.shape.dropFirst())
             let innerStrides = contiguousStrides(inner)
-            var out = [Float](repeating: 0, count: indices.count * rowLen)
+            var out: [Float] = BufferPool.uninitialized(indices.count * rowLen)
             for (k, raw) in indices.ints.enumerated() {
                 var r = Int(raw)
                 if r < 0 { r += rows }
@@ -40,6 +40,7 @@ enum QuantizedOps {
                 }
             }
             var t = Tensor(q.dtype, shape: indices.shape + inner, floats: out)
+            out = []  // `t` holds the only reference: rounded in place
             Rounding.toStorage(&t)
             return [.tensor(t)]
         }

@@ -110,7 +110,7 @@ enum ReductionKernels {
         let outShape = reducedShape(x.shape, [axis], keepDims: keep)
         let (outer, n, inner) = Act.split(x.shape, axis)
         if n == 0 && outer * inner > 0 { throw KernelError("\(op): empty axis \(axis) of shape \(x.shape)") }
-        var out = [Int32](repeating: 0, count: outer * inner)
+        var out = BufferPool.zeroInts(outer * inner)
         if case let .float(a) = x.data {
             a.withUnsafeBufferPointer { p in
                 for o in 0..<outer {
@@ -256,7 +256,7 @@ enum Reduce {
 
     /// Reduces `src` viewed as `[outer, n, inner]` over the middle dimension.
     static func floats(_ src: [Float], _ outer: Int, _ n: Int, _ inner: Int, _ mode: ReductionKernels.Mode) -> [Float] {
-        var out = [Float](repeating: 0, count: outer * inner)
+        var out = BufferPool.zeros(outer * inner)
         src.withUnsafeBufferPointer { sp in
             out.withUnsafeMutableBufferPointer { op in
                 let o = op.baseAddress!
@@ -348,7 +348,7 @@ enum Reduce {
 
     /// Integer reduction of `[outer, n, inner]` (numpy: int64 accumulation, then int32).
     static func ints(_ src: [Int32], _ outer: Int, _ n: Int, _ inner: Int, _ mode: ReductionKernels.Mode) -> [Int32] {
-        var out = [Int32](repeating: 0, count: outer * inner)
+        var out = BufferPool.zeroInts(outer * inner)
         for o in 0..<outer {
             for j in 0..<inner {
                 let base = o * n * inner + j

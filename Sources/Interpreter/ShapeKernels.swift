@@ -148,7 +148,10 @@ enum ShapeKernels {
         var out: [T]
         if covered && _isPOD(T.self) {
             // Every element is written by a region; skip the fill pass.
-            out = [T](unsafeUninitializedCapacity: count) { _, n in n = count }
+            out = BufferPool.uninitialized(count)
+        } else if _isPOD(T.self) {
+            out = BufferPool.uninitialized(count)
+            out.withUnsafeMutableBufferPointer { $0.baseAddress!.update(repeating: fill, count: count) }
         } else {
             out = [T](repeating: fill, count: count)
         }
@@ -371,7 +374,9 @@ enum ShapeKernels {
         case let .state(st): s = st.value.shape
         case let v: s = try v.dense().shape
         }
-        return [.tensor(Tensor(.int32, shape: [s.count], ints: s.map { Int32(clamping: $0) }))]
+        return [.tensor(Tensor(.int32, shape: [s.count], ints: BufferPool.build(s.count) { p in
+            for (i, d) in s.enumerated() { (p + i).initialize(to: Int32(clamping: d)) }
+        }))]
     }
 
     // MARK: - permutations
@@ -677,7 +682,9 @@ enum ShapeKernels {
             guard st != 0 else { throw KernelError("range_1d: step is 0") }
             let diff = e - s
             let n = (diff == 0 || (diff > 0) != (st > 0)) ? 0 : (abs(diff) + abs(st) - 1) / abs(st)
-            return [.tensor(Tensor(dt.isInteger ? dt : .int32, shape: [n], ints: (0..<n).map { Int32(truncatingIfNeeded: s + $0 * st) }))]
+            return [.tensor(Tensor(dt.isInteger ? dt : .int32, shape: [n], ints: BufferPool.build(n) { p in
+                for i in 0..<n { (p + i).initialize(to: Int32(truncatingIfNeeded: s + i * st)) }
+            }))]
         }
         let s = Double(start.floats[0]), e = Double(end.floats[0]), st = Double(step.floats[0])
         guard st != 0 else { throw KernelError("range_1d: step is 0") }
@@ -685,7 +692,9 @@ enum ShapeKernels {
         let len = ((e - s) / st).rounded(.up)
         guard len < Double(Int32.max) else { throw KernelError("range_1d: \(len) elements") }
         let n = max(0, Int(len))
-        return [.tensor(Tensor(dt.isFloat ? dt : .fp32, shape: [n], floats: (0..<n).map { Float(s + Double($0) * st) }))]
+        return [.tensor(Tensor(dt.isFloat ? dt : .fp32, shape: [n], floats: BufferPool.build(n) { p in
+            for i in 0..<n { (p + i).initialize(to: Float(s + Double(i) * st)) }
+        }))]
     }
 
     /// `band_part(x, lower = -1, upper = -1)`: keeps `(lower < 0 || m − n ≤ lower) &&

@@ -1,0 +1,289 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Recycled tensor storage for one ``ExecutionPlan``: the element arrays of values released
+/// after their last use are kept, by element type (`Float`, `Int32`, `Bool`) and element count,
+/// and handed to the next kernel that asks for an output of that type and count. In a steady
+/// state (the same function called again with the same shapes, e.g. one decode step after
+/// another) every kernel output then reuses a buffer: no tensor storage is allocated per op.
+///
+/// Kernels get their output arrays through ``BufferPool/uninitialized(_:)`` and
+/// ``BufferPool/zeros(_:)``, which take from the pool installed on the running thread by the
+/// plan (or allocate when there is none or it has nothing of that size). A recycled array may
+/// still be shared with a live value (a `reshape` output shares its input's storage): writing
+/// into it then copies (copy-on-write), so sharing costs an allocation, never correctness.
+///
+/// Memory: sizes not asked for during a whole run are dropped at the end of the run
+/// (``endRun()``), so a prefill's buffers do not outlive the switch to decode.
+public final class BufferPool {
+    /// Buffer traffic since the pool was made (or ``resetStats()``).
+    public struct Stats: Equatable {
+        /// Outputs served from a recycled buffer.
+        public var hits = 0
+        /// Outputs that needed a new allocation (nothing of that type and size was free).
+        public var misses = 0
+        /// ``misses`` by the op type whose kernel asked.
+        public var missesByOp: [String: Int] = [:]
+        /// Released buffers the pool did not hand out: kernel outputs allocated outside it.
+        public var foreign = 0
+        /// ``foreign`` by the op type that produced the buffer.
+        public var foreignByOp: [String: Int] = [:]
+    }
+
+    public private(set) var stats = Stats()
+
+    private var floats: [Int: [[Float]]] = [:]
+    private var ints: [Int: [[Int32]]] = [:]
+    private var bools: [Int: [[Bool]]] = [:]
+    /// Base addresses of arrays this pool made or recycled (to tell foreign buffers apart).
+    private var known = Set<UnsafeRawPointer>()
+    /// Type of the op whose kernel is running (set by the plan; for ``Stats/missesByOp``).
+    var currentOp = ""
+    /// Slots currently holding each buffer.
+    private var live: [UnsafeRawPointer: Int] = [:]
+    private var pinned = Set<UnsafeRawPointer>()
+    private var pinnedForRun = Set<UnsafeRawPointer>()
+    /// Op type that produced each buffer not made by the pool (for ``Stats/foreignByOp``).
+    private var origin: [UnsafeRawPointer: String] = [:]
+    /// Sizes asked for during the current run (key: type tag and count).
+    private var usedThisRun = Set<Int>()
+    /// Free buffers kept per size; more are dropped.
+    private let perSizeLimit = 16
+
+    public init() {}
+
+    public func resetStats() { stats = Stats() }
+
+    // MARK: - thread's current pool
+
+    private static let key: pthread_key_t = {
+        var k = pthread_key_t()
+        pthread_key_create(&k, nil)
+        return k
+    }()
+
+    /// The pool of the plan running on this thread, if any.
+    public static var current: BufferPool? {
+        guard let p = pthread_getspecific(key) else { return nil }
+        return Unmanaged<BufferPool>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    /// Runs `body` with `self` as this thread's current pool (restoring the previous one).
+    func installed<R>(_ body: () throws -> R) rethrows -> R {
+        let previous = pthread_getspecific(BufferPool.key)
+        pthread_setspecific(BufferPool.key, Unmanaged.passUnretained(self).toOpaque())
+        defer { pthread_setspecific(BufferPool.key, previous) }
+        return try body()
+    }
+
+    // MARK: - kernel API
+
+    /// An array of `count` elements whose contents are unspecified (recycled values or
+    /// uninitialised memory): the caller must write every element. `R` must be a trivial type
+    /// (`Float`, `Int32`, `Bool`, …; checked): use ``build(_:_:)`` for any type.
+    @inline(__always)
+    public static func uninitialized<R>(_ count: Int) -> [R] {
+        if count > 0, let pool = current, let a: [R] = pool.take(count) { return a }
+        return fresh(count)
+    }
+
+    /// An array of `count` elements, every one of which `body` initialises through the pointer
+    /// it gets (as `Array(unsafeUninitializedCapacity:)`); trivial element types reuse a pooled
+    /// buffer, others are allocated.
+    @inline(__always)
+    public static func build<R>(_ count: Int, _ body: (UnsafeMutablePointer<R>) throws -> Void) rethrows -> [R] {
+        guard count > 0 else { return [] }
+        if _isPOD(R.self) {
+            var a: [R] = uninitialized(count)
+            try a.withUnsafeMutableBufferPointer { try body($0.baseAddress!) }
+            return a
+        }
+        return try [R](unsafeUninitializedCapacity: count) { buf, n in
+            try body(buf.baseAddress!)
+            n = count
+        }
+    }
+
+    /// A zero-filled `[Float]` of `count` elements (recycled when possible).
+    public static func zeros(_ count: Int) -> [Float] {
+        var a: [Float] = uninitialized(count)
+        a.withUnsafeMutableBufferPointer { p in
+            if let b = p.baseAddress { b.update(repeating: 0, count: count) }
+        }
+        return a
+    }
+
+    /// A zero-filled `[Int32]` of `count` elements (recycled when possible).
+    public static func zeroInts(_ count: Int) -> [Int32] {
+        var a: [Int32] = uninitialized(count)
+        a.withUnsafeMutableBufferPointer { p in
+            if let b = p.baseAddress { b.update(repeating: 0, count: count) }
+        }
+        return a
+    }
+
+    @inline(__always)
+    static func fresh<R>(_ count: Int) -> [R] {
+        precondition(_isPOD(R.self), "BufferPool: \(R.self) is not a trivial type")
+        let a = [R](unsafeUninitializedCapacity: count) { _, n in n = count }
+        if count > 0, let pool = current { pool.record(a, miss: true) }
+        return a
+    }
+
+    private static func tag<R>(_: R.Type) -> Int? {
+        if R.self == Float.self { return 0 }
+        if R.self == Int32.self { return 1 }
+        if R.self == Bool.self { return 2 }
+        return nil
+    }
+
+    private func take<R>(_ count: Int) -> [R]? {
+        guard let t = BufferPool.tag(R.self) else { return nil }
+        usedThisRun.insert(count &* 4 &+ t)
+        switch t {
+        case 0: return claim(&floats, count).map { unsafeBitCast($0, to: [R].self) }
+        case 1: return claim(&ints, count).map { unsafeBitCast($0, to: [R].self) }
+        default: return claim(&bools, count).map { unsafeBitCast($0, to: [R].self) }
+        }
+    }
+
+    /// Pops a free array of `count` elements and makes it unique before a kernel writes into
+    /// it: if a live value still shares its storage, copy-on-write allocates here, and that
+    /// counts as a miss. (The array is moved out of the table, never copied, so a buffer no
+    /// one else holds is not duplicated.)
+    private func claim<T>(_ table: inout [Int: [[T]]], _ count: Int) -> [T]? {
+        guard table[count]?.isEmpty == false else { return nil }
+        var a = table[count]!.removeLast()
+        let before = a.withUnsafeBufferPointer { $0.baseAddress.map(UnsafeRawPointer.init) }
+        let after = a.withUnsafeMutableBufferPointer { $0.baseAddress.map(UnsafeRawPointer.init) }
+        if before == after {
+            stats.hits += 1
+        } else {
+            record(a, miss: true)
+        }
+        return a
+    }
+
+    private func record<R>(_ a: [R], miss: Bool) {
+        if miss {
+            stats.misses += 1
+            stats.missesByOp[currentOp, default: 0] += 1
+        }
+        a.withUnsafeBufferPointer { p in if let b = p.baseAddress { known.insert(UnsafeRawPointer(b)) } }
+    }
+
+    // MARK: - plan API
+
+    /// Notes a value stored in a slot: counts the slots sharing its storage (a view such as a
+    /// `reshape` output shares its input's), and remembers the op that produced storage the
+    /// pool did not make, so it can be named when released.
+    func noteProduced(_ v: RuntimeValue, by op: String) {
+        guard case let .tensor(t) = v, let base = BufferPool.base(t.data) else { return }
+        live[base, default: 0] += 1
+        if !known.contains(base), origin[base] == nil { origin[base] = op }
+    }
+
+    /// Storage the pool must never hand out: constants (for the plan's life) and the caller's
+    /// inputs (for one run).
+    func pin(_ v: RuntimeValue, forRun: Bool) {
+        guard case let .tensor(t) = v, let base = BufferPool.base(t.data) else { return }
+        if forRun { pinnedForRun.insert(base) } else { pinned.insert(base) }
+    }
+
+    static func base(_ d: TensorData) -> UnsafeRawPointer? {
+        func b<T>(_ a: [T]) -> UnsafeRawPointer? { a.withUnsafeBufferPointer { $0.baseAddress.map(UnsafeRawPointer.init) } }
+        switch d {
+        case let .float(a): return b(a)
+        case let .int(a): return b(a)
+        case let .bool(a): return b(a)
+        case .string: return nil
+        }
+    }
+
+    /// A slot holding `v` is released: its storage returns to the pool once no other slot
+    /// shares it (and it is not pinned).
+    func release(_ v: RuntimeValue) {
+        switch v {
+        case let .tensor(t):
+            guard let base = BufferPool.base(t.data) else { return }
+            if let n = live[base] {
+                if n > 1 { live[base] = n - 1; return }
+                live[base] = nil
+            }
+            recycle(t.data)
+        case let .list(vs), let .tuple(vs): for x in vs { release(x) }
+        default: break
+        }
+    }
+
+    /// Takes back the storage of a released value (tensors only; lists and tuples recurse).
+    func recycle(_ v: RuntimeValue) {
+        switch v {
+        case let .tensor(t): recycle(t.data)
+        case let .list(vs), let .tuple(vs): for x in vs { recycle(x) }
+        default: break
+        }
+    }
+
+    /// Takes back a tensor's storage (ignored for pinned storage).
+    func recycle(_ d: TensorData) {
+        if let base = BufferPool.base(d), pinned.contains(base) || pinnedForRun.contains(base) { return }
+        switch d {
+        case let .float(a): put(a, into: &floats)
+        case let .int(a): put(a, into: &ints)
+        case let .bool(a): put(a, into: &bools)
+        case .string: break
+        }
+    }
+
+    private func put<T>(_ a: [T], into table: inout [Int: [[T]]]) {
+        let n = a.count
+        guard n > 0 else { return }
+        let base = a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) }
+        if !known.contains(base) {
+            stats.foreign += 1
+            stats.foreignByOp[origin[base] ?? "?", default: 0] += 1
+            known.insert(base)
+        }
+        var list = table[n] ?? []
+        guard list.count < perSizeLimit else { return }
+        // The same storage released twice (a value and a view sharing it): keep one.
+        if list.contains(where: { $0.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) } == base }) { return }
+        list.append(a)
+        table[n] = list
+    }
+
+    /// Ends a run: drops free buffers of sizes not asked for during it.
+    func endRun() {
+        func trim<T>(_ table: inout [Int: [[T]]], _ t: Int) {
+            for n in Array(table.keys) where !usedThisRun.contains(n &* 4 &+ t) { table[n] = nil }
+        }
+        trim(&floats, 0)
+        trim(&ints, 1)
+        trim(&bools, 2)
+        usedThisRun.removeAll(keepingCapacity: true)
+        origin.removeAll(keepingCapacity: true)
+        live.removeAll(keepingCapacity: true)
+        pinnedForRun.removeAll(keepingCapacity: true)
+        var live = Set<UnsafeRawPointer>()
+        func mark<T>(_ table: [Int: [[T]]]) {
+            for list in table.values { for a in list { a.withUnsafeBufferPointer { live.insert(UnsafeRawPointer($0.baseAddress!)) } } }
+        }
+        mark(floats)
+        mark(ints)
+        mark(bools)
+        // Addresses of buffers handed out and still in use stay known only while they are free
+        // here or until the next recycle; forget the rest so freed memory is not mistaken later.
+        if known.count > 4 * max(live.count, 64) { known = live }
+    }
+
+    /// Bytes held by free buffers.
+    public var freeBytes: Int {
+        floats.reduce(0) { $0 + $1.key * 4 * $1.value.count }
+            + ints.reduce(0) { $0 + $1.key * 4 * $1.value.count }
+            + bools.reduce(0) { $0 + $1.key * $1.value.count }
+    }
+}
