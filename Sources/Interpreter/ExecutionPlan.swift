@@ -52,6 +52,9 @@ public final class ExecutionPlan {
     var constantOpCache: [Int: RuntimeValue] = [:]
     let root = BlockPlan()
     var inputSlots: [Int] = []
+    /// Outputs whose rows can be selected (``canSelectRow(of:)``), and the selected row of each.
+    var rowSelectable = Set<String>()
+    var selectedRows: [String: Int] = [:]
     /// Slots read by at least one consumer that cannot take a ``QuantizedTensor``.
     var needsDense = Set<Int>()
 
@@ -104,6 +107,7 @@ public final class ExecutionPlan {
         }
         StateUpdateFusion.apply(root, useCount: useCounts(root))
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
+        installRowSelection(useCount: useCounts(root))
     }
 
     /// How many times each slot is read (operands in every block, and block outputs).

@@ -4,7 +4,7 @@ import GraphIR
 public struct KernelInvocation {
     public let op: Op
     public let precision: Precision
-    let values: [String: [RuntimeValue]]
+    var values: [String: [RuntimeValue]]
 
     public init(op: Op, precision: Precision, values: [String: [RuntimeValue]]) {
         self.op = op

@@ -65,15 +65,23 @@ public final class Generator {
         padded += [Int32](repeating: 0, count: w - n)
         var inputs = boundInputs
         for (k, v) in contract.inputs(ids: padded, position: position) { inputs[k] = v }
+        // Only the last real token's logits are used: compute just that row when the graph allows.
+        let plan = session.plan
+        let oneRow = plan.canSelectRow(of: contract.logitsName)
+        if oneRow { try plan.selectRow(n - 1, of: contract.logitsName) }
+        defer { if oneRow { try? plan.selectRow(nil, of: contract.logitsName) } }
         let out = try session.predict(inputs)
+        defer { plan.recycle(out) }
         guard let logits = out[contract.logitsName] else { throw GenerationError("model returned no '\(contract.logitsName)'") }
-        guard logits.rank == 3, logits.shape[1] == w else {
-            throw GenerationError("logits have shape \(logits.shape), expected [1, \(w), vocab]")
+        let rows = oneRow ? 1 : w
+        guard logits.rank == 3, logits.shape[1] == rows else {
+            throw GenerationError("logits have shape \(logits.shape), expected [1, \(rows), vocab]")
         }
         position += n
         let vocab = logits.shape[2]
         let f = logits.floats
-        return Array(f[((n - 1) * vocab)..<(n * vocab)])
+        let r = oneRow ? 0 : n - 1
+        return Array(f[(r * vocab)..<((r + 1) * vocab)])
     }
 
     /// Prefills `ids` (in chunks) and returns the last row's logits.
