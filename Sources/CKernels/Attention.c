@@ -1,0 +1,387 @@
+// See include/CKAttention.h. The per-row attention body is written once (the second half of
+// this file) and compiled twice by including this file into itself: as a plain function for
+// the baseline ISA, and inside `target("avx2,fma,f16c")` where fp16 K / V rows are widened
+// with vcvtph2ps. fk_attention picks one at run time.
+//
+// Floating-point contraction is off for the whole file: `acc + q * k` stays a multiply and
+// an add, as in the Swift reference (AttentionFusion.reference), so both give the same bits.
+
+#ifndef FK_ATTN_BODY
+
+#include "CKAttention.h"
+#include "CKernels.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define FK_HAVE_F16C_PATH 1
+#else
+#define FK_HAVE_F16C_PATH 0
+#endif
+
+#pragma STDC FP_CONTRACT OFF
+#pragma clang diagnostic ignored "-Wpsabi"
+
+typedef float v8f __attribute__((vector_size(32)));
+
+#define AI static inline __attribute__((always_inline))
+
+// MARK: - binary16 conversions (portable)
+
+AI float h2f_soft(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else {
+            float v = (float)mant * (1.0f / 16777216.0f);  // subnormal: mant · 2^-24, exact
+            return sign ? -v : v;
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7F800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+AI uint16_t f2h_soft(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    int exp = (int)((x >> 23) & 0xFFu);
+    uint32_t mant = x & 0x7FFFFFu;
+    if (exp == 0xFF) return sign | 0x7C00u | (mant != 0 ? 0x200u | (uint16_t)(mant >> 13) : 0);
+    int e = exp - 127 + 15;
+    if (e >= 31) return sign | 0x7C00u;
+    if (e <= 0) {
+        if (e < -10) return sign;
+        mant |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - e);
+        uint32_t half = 1u << (shift - 1);
+        uint32_t r = mant >> shift, rem = mant & ((1u << shift) - 1);
+        if (rem > half || (rem == half && (r & 1u))) r += 1;
+        return sign | (uint16_t)r;
+    }
+    uint32_t r = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1FFFu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r += 1;
+    return sign | (uint16_t)r;
+}
+
+AI v8f ld8h_gen(const uint16_t *p) {
+    v8f v;
+    for (int i = 0; i < 8; i++) v[i] = h2f_soft(p[i]);
+    return v;
+}
+
+static void half_to_float_gen(const uint16_t *src, float *dst, long n) {
+    for (long i = 0; i < n; i++) dst[i] = h2f_soft(src[i]);
+}
+
+static void float_to_half_gen(const float *src, uint16_t *dst, long n) {
+    for (long i = 0; i < n; i++) dst[i] = f2h_soft(src[i]);
+}
+
+// MARK: - binary16 conversions (F16C)
+
+#if FK_HAVE_F16C_PATH
+#define F16C_TARGET __attribute__((target("avx2,fma,f16c")))
+
+static inline __attribute__((always_inline, target("avx2,fma,f16c"))) v8f ld8h_avx2(const uint16_t *p) {
+    return (v8f)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static F16C_TARGET void half_to_float_avx2(const uint16_t *src, float *dst, long n) {
+    long i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
+}
+
+static F16C_TARGET void float_to_half_avx2(const float *src, uint16_t *dst, long n) {
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+static int detected_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return (c & bit_F16C) != 0;
+}
+#endif
+
+int fk_attention_simd_level(void) {
+#if FK_HAVE_F16C_PATH
+    static int f16c = -1;
+    int f = __atomic_load_n(&f16c, __ATOMIC_RELAXED);
+    if (f < 0) {
+        f = detected_f16c();
+        __atomic_store_n(&f16c, f, __ATOMIC_RELAXED);
+    }
+    return (f && fk_simd_level() >= 1) ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+void fk_half_to_float(const uint16_t *src, float *dst, long n) {
+#if FK_HAVE_F16C_PATH
+    if (fk_attention_simd_level()) { half_to_float_avx2(src, dst, n); return; }
+#endif
+    half_to_float_gen(src, dst, n);
+}
+
+void fk_float_to_half(const float *src, uint16_t *dst, long n) {
+#if FK_HAVE_F16C_PATH
+    if (fk_attention_simd_level()) { float_to_half_avx2(src, dst, n); return; }
+#endif
+    float_to_half_gen(src, dst, n);
+}
+
+// MARK: - per-thread scratch
+
+// scores[CTX] and cols[CTX] of the row being computed, one block per thread, grown as needed
+// and freed when the thread exits.
+typedef struct {
+    long cap;
+    float *scores;
+    int32_t *cols;
+} attn_scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *p) { free(p); }
+static void scratch_init(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
+
+static attn_scratch *scratch_get(long n) {
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_key_ok) return NULL;
+    attn_scratch *s = pthread_getspecific(scratch_key);
+    if (s && s->cap >= n) return s;
+    long cap = n < 256 ? 256 : n;
+    attn_scratch *t = malloc(sizeof(attn_scratch) + (size_t)cap * (sizeof(float) + sizeof(int32_t)));
+    if (!t) return NULL;
+    t->cap = cap;
+    t->scores = (float *)(t + 1);
+    t->cols = (int32_t *)(t->scores + cap);
+    if (pthread_setspecific(scratch_key, t) != 0) {
+        free(t);
+        return NULL;
+    }
+    free(s);
+    return t;
+}
+
+typedef struct {
+    const fk_attention_desc *desc;
+    atomic_int failed;
+} attn_job;
+
+// MARK: - the two instantiations of the body
+
+#define FK_ATTN_BODY 1
+#define SFX(name) name##_gen
+#define BODY_TARGET
+#define LD8H ld8h_gen
+#include "Attention.c"
+#undef SFX
+#undef BODY_TARGET
+#undef LD8H
+
+#if FK_HAVE_F16C_PATH
+#define SFX(name) name##_avx2
+#define BODY_TARGET F16C_TARGET
+#define LD8H ld8h_avx2
+#include "Attention.c"
+#undef SFX
+#undef BODY_TARGET
+#undef LD8H
+#endif
+
+int fk_attention(const fk_attention_desc *a) {
+    if (a->rep < 1 || a->heads < 0 || a->rows < 0 || a->dim < 0 || a->ctx < 0) return -2;
+    long work = a->heads * a->rows;
+    if (work == 0 || a->dim == 0) return 0;
+    attn_job job = {.desc = a};
+    atomic_init(&job.failed, 0);
+    fk_task_fn fn = attn_row_gen;
+#if FK_HAVE_F16C_PATH
+    if (fk_attention_simd_level()) fn = attn_row_avx2;
+#endif
+    if (work >= 4 && work * a->ctx * a->dim >= (1L << 16)) {
+        fk_parallel_run(work, fn, &job);
+    } else {
+        for (long t = 0; t < work; t++) fn(&job, t);
+    }
+    return atomic_load(&job.failed) ? -1 : 0;
+}
+
+#else  // FK_ATTN_BODY: the body, compiled once per instantiation
+
+// Vector helpers of this instantiation (a 256-bit vector crosses no call between functions
+// compiled for different ISAs).
+AI BODY_TARGET v8f SFX(ld8)(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
+AI BODY_TARGET void SFX(st8)(float *p, v8f v) { memcpy(p, &v, sizeof v); }
+AI BODY_TARGET v8f SFX(splat)(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
+
+
+/// sum_t q[t] * k[t], as the Swift reference: 8 lanes accumulated in order, then the lanes
+/// summed left to right from -0, then the scalar tail.
+AI BODY_TARGET float SFX(dot_f)(const float *q, const float *k, long d) {
+    v8f acc = SFX(splat)(0);
+    long t = 0;
+    for (; t + 8 <= d; t += 8) acc = acc + SFX(ld8)(q + t) * SFX(ld8)(k + t);
+    float s = -0.0f;
+    for (int i = 0; i < 8; i++) s += acc[i];
+    for (; t < d; t++) s += q[t] * k[t];
+    return s;
+}
+
+AI BODY_TARGET float SFX(dot_h)(const float *q, const uint16_t *k, long d) {
+    v8f acc = SFX(splat)(0);
+    long t = 0;
+    for (; t + 8 <= d; t += 8) acc = acc + SFX(ld8)(q + t) * LD8H(k + t);
+    float s = -0.0f;
+    for (int i = 0; i < 8; i++) s += acc[i];
+    for (; t < d; t++) s += q[t] * h2f_soft(k[t]);
+    return s;
+}
+
+/// o[t0 ..< t0 + 64] = sum_i w[i] · v_row(cols[i])[…], accumulated in 8 registers; the same
+/// additions in the same order as adding into `o` column by column.
+AI BODY_TARGET void SFX(wsum64)(float *o, const float *w, const int32_t *cols, long ncols, const void *v, int half,
+                                long d, long t0) {
+    v8f a0 = SFX(splat)(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    if (half) {
+        const uint16_t *vb = (const uint16_t *)v + t0;
+        for (long i = 0; i < ncols; i++) {
+            const uint16_t *r = vb + (long)cols[i] * d;
+            v8f ww = SFX(splat)(w[i]);
+            a0 = a0 + ww * LD8H(r);
+            a1 = a1 + ww * LD8H(r + 8);
+            a2 = a2 + ww * LD8H(r + 16);
+            a3 = a3 + ww * LD8H(r + 24);
+            a4 = a4 + ww * LD8H(r + 32);
+            a5 = a5 + ww * LD8H(r + 40);
+            a6 = a6 + ww * LD8H(r + 48);
+            a7 = a7 + ww * LD8H(r + 56);
+        }
+    } else {
+        const float *vb = (const float *)v + t0;
+        for (long i = 0; i < ncols; i++) {
+            const float *r = vb + (long)cols[i] * d;
+            v8f ww = SFX(splat)(w[i]);
+            a0 = a0 + ww * SFX(ld8)(r);
+            a1 = a1 + ww * SFX(ld8)(r + 8);
+            a2 = a2 + ww * SFX(ld8)(r + 16);
+            a3 = a3 + ww * SFX(ld8)(r + 24);
+            a4 = a4 + ww * SFX(ld8)(r + 32);
+            a5 = a5 + ww * SFX(ld8)(r + 40);
+            a6 = a6 + ww * SFX(ld8)(r + 48);
+            a7 = a7 + ww * SFX(ld8)(r + 56);
+        }
+    }
+    SFX(st8)(o + t0, a0);
+    SFX(st8)(o + t0 + 8, a1);
+    SFX(st8)(o + t0 + 16, a2);
+    SFX(st8)(o + t0 + 24, a3);
+    SFX(st8)(o + t0 + 32, a4);
+    SFX(st8)(o + t0 + 40, a5);
+    SFX(st8)(o + t0 + 48, a6);
+    SFX(st8)(o + t0 + 56, a7);
+}
+
+/// One (head, row) of the attention: task = head * S + row.
+static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
+    attn_job *job = ctx;
+    const fk_attention_desc *a = job->desc;
+    const long s = a->rows, d = a->dim, n = a->ctx;
+    const long head = task / s, row = task % s, kvh = head / a->rep;
+    const float *q = a->q + (head * s + row) * d;
+    const float *m = a->mask + head * a->mask_head_stride + row * a->mask_row_stride;
+    float *o = a->out + (head * s + row) * d;
+    attn_scratch *sc = scratch_get(n);
+    if (!sc) {
+        atomic_store(&job->failed, 1);
+        return;
+    }
+    float *w = sc->scores;
+    int32_t *cols = sc->cols;
+
+    // Every column masked: attend over all of them, as the graph's softmax does.
+    float threshold = a->masked;
+    long j = 0;
+    while (j < n && !(m[j] > threshold)) j++;
+    if (j == n) threshold = -INFINITY;
+
+    const long kvoff = kvh * n * d;
+    long nc = 0;
+    float maxv = -INFINITY;
+    if (a->k_half) {
+        const uint16_t *kb = (const uint16_t *)a->k + kvoff;
+        for (j = 0; j < n; j++) {
+            if (!(m[j] > threshold)) continue;
+            float x = SFX(dot_h)(q, kb + j * d, d) * a->scale + m[j];
+            w[nc] = x;
+            cols[nc++] = (int32_t)j;
+            if (x > maxv) maxv = x;
+        }
+    } else {
+        const float *kb = (const float *)a->k + kvoff;
+        for (j = 0; j < n; j++) {
+            if (!(m[j] > threshold)) continue;
+            float x = SFX(dot_f)(q, kb + j * d, d) * a->scale + m[j];
+            w[nc] = x;
+            cols[nc++] = (int32_t)j;
+            if (x > maxv) maxv = x;
+        }
+    }
+    if (nc == 0) {  // a NaN (or all −inf) mask: NaN, as the graph gives
+        for (long t = 0; t < d; t++) o[t] = NAN;
+        return;
+    }
+    float denom = 0;
+    for (long i = 0; i < nc; i++) {
+        float e = expf(w[i] - maxv);
+        w[i] = e;
+        denom += e;
+    }
+    const float inv = 1 / denom;
+    for (long i = 0; i < nc; i++) w[i] = w[i] * inv;
+
+    const int vh = a->v_half;
+    const void *vbase = vh ? (const void *)((const uint16_t *)a->v + kvoff) : (const void *)((const float *)a->v + kvoff);
+    long t0 = 0;
+    for (; t0 + 64 <= d; t0 += 64) SFX(wsum64)(o, w, cols, nc, vbase, vh, d, t0);
+    if (t0 < d) {
+        for (long t = t0; t < d; t++) o[t] = 0;
+        for (long i = 0; i < nc; i++) {
+            const long r = (long)cols[i] * d;
+            const v8f ww = SFX(splat)(w[i]);
+            long t = t0;
+            if (vh) {
+                const uint16_t *vr = (const uint16_t *)vbase + r;
+                for (; t + 8 <= d; t += 8) SFX(st8)(o + t, SFX(ld8)(o + t) + ww * LD8H(vr + t));
+                for (; t < d; t++) o[t] += w[i] * h2f_soft(vr[t]);
+            } else {
+                const float *vr = (const float *)vbase + r;
+                for (; t + 8 <= d; t += 8) SFX(st8)(o + t, SFX(ld8)(o + t) + ww * SFX(ld8)(vr + t));
+                for (; t < d; t++) o[t] += w[i] * vr[t];
+            }
+        }
+    }
+}
+
+#endif  // FK_ATTN_BODY
