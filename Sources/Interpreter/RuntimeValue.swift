@@ -1,36 +1,5 @@
 import GraphIR
 
-/// A state buffer: one `state<tensor<…>>` that lives across calls. Values are held as
-/// runtime tensors; writes round to the state's dtype (an fp16 state holds fp16 values).
-public final class StateBuffer {
-    public let name: String
-    public let type: TensorType
-    public var value: Tensor
-
-    /// Zero-initialised, as Core ML initialises states.
-    public init(name: String, type: TensorType) throws {
-        guard let shape = type.fixedShape else {
-            throw InterpreterError.badState(function: "", name: name, reason: "state shape \(type) is not static")
-        }
-        self.name = name
-        self.type = type
-        self.value = Tensor.zeros(type.dtype, shape: shape)
-    }
-
-    public func reset() { value = Tensor.zeros(type.dtype, shape: value.shape) }
-
-    /// Replaces the contents (shape must match); rounds to the state's dtype.
-    public func write(_ t: Tensor) throws {
-        guard t.shape == value.shape else {
-            throw KernelError("write of shape \(t.shape) into state '\(name)' of shape \(value.shape)")
-        }
-        var v = t
-        v.dtype = type.dtype
-        Rounding.toStorage(&v)
-        value = v
-    }
-}
-
 /// A weight kept compressed: `scale * (data - offset)` per block (MIL iOS18
 /// `constexpr_blockwise_shift_scale`, also iOS16 `constexpr_affine_dequantize`). Kernels that
 /// understand it (`linear`, `matmul`, `gather`) compute on the int8 data directly; anything else

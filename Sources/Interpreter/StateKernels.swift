@@ -3,6 +3,9 @@ import GraphIR
 /// Stateful ops (MIL iOS18): `read_state`, `write_state`, `coreml_update_state`, and the iOS17
 /// `slice_update` used to write KV-cache windows. State values live in ``StateBuffer``s that
 /// outlive one call; a write rounds to the state's dtype (an fp16 state holds fp16 values).
+/// These are the unfused forms: a `read_state` here widens a copy of the whole state (the KV
+/// reads and writes of LLM graphs are fused in place, see ``StateUpdateFusion`` and
+/// ``AttentionFusion``).
 enum StateKernels {
     static let table: [String: Kernel] = [
         "read_state": readState,
@@ -16,9 +19,9 @@ enum StateKernels {
         return s
     }
 
-    /// `read_state(input)` → the state's current value.
+    /// `read_state(input)` → the state's current value (a widened copy).
     static func readState(_ inv: KernelInvocation) throws -> [RuntimeValue] {
-        [.tensor(try state(inv, "input").value)]
+        [.tensor(try state(inv, "input").tensor())]
     }
 
     /// `write_state(input, data)`: no outputs.
@@ -31,7 +34,7 @@ enum StateKernels {
     static func updateState(_ inv: KernelInvocation) throws -> [RuntimeValue] {
         let s = try state(inv, "state")
         try s.write(try inv.tensor("value"))
-        return [.tensor(s.value)]
+        return [.tensor(s.tensor())]
     }
 
     /// `slice_update(x, update, begin, end, stride?, begin_mask?, end_mask?, squeeze_mask?)`:

@@ -62,34 +62,31 @@ enum StateUpdateFusion {
         return s
     }
 
-    /// Writes `rows` into the state's float storage in place; `body` gets the mutable buffer.
-    static func mutate(_ s: StateBuffer, _ body: (UnsafeMutableBufferPointer<Float>) throws -> Void) throws {
-        guard case var .float(a) = s.value.data else { throw KernelError("state '\(s.name)' does not hold floats") }
-        s.value.data = .int([])  // drop the second reference so `a` is unique: no copy-on-write
-        defer { s.value.data = .float(a) }
-        try a.withUnsafeMutableBufferPointer { try body($0) }
+    /// Runs the unfused op on a widened copy of the state and writes the result back (modes
+    /// other than `update`, and states not kept in fp16 / fp32 storage).
+    static func dense(_ inv: KernelInvocation, _ s: StateBuffer, kernel: Kernel, dataName: String) throws -> [RuntimeValue] {
+        var values: [String: [RuntimeValue]] = [:]
+        for name in inv.op.inputs.map(\.name) where name != dataName && inv.has(name) { values[name] = [try inv.value(name)] }
+        values[dataName] = [.tensor(s.tensor())]
+        let r = try kernel(KernelInvocation(op: inv.op, precision: inv.precision, values: values))
+        guard r.count == 1 else { throw KernelError("fused state write: the dense kernel gave \(r.count) results") }
+        try s.write(try r[0].dense())
+        return []
     }
 
-    static func round(_ p: UnsafeMutableBufferPointer<Float>, _ dtype: DType) {
-        if dtype == .fp16 { Rounding.toHalf(p) }
-    }
-
-    /// `scatter` with mode `update` into the state in place; other modes run the dense kernel.
+    /// `scatter` with mode `update` into the state in place: each updated row is rounded to the
+    /// state's dtype and stored; nothing else is touched. Every index is checked before the
+    /// first store. Other modes run the dense kernel.
     static func inPlaceScatter(fallback: Kernel?) -> Kernel {
         return { inv in
             let s = try stateBuffer(inv)
             let mode = try inv.string("mode", default: "add")
-            let updates = try inv.tensor("updates")
-            guard mode == "update", s.type.dtype.isFloat else {
+            guard mode == "update", s.isMapped else {
                 guard let fallback else { throw KernelError("no scatter kernel") }
-                var values: [String: [RuntimeValue]] = [:]
-                for name in ["indices", "updates", "axis", "mode", "validate_indices"] where inv.has(name) { values[name] = [try inv.value(name)] }
-                values["data"] = [.tensor(s.value)]
-                let r = try fallback(KernelInvocation(op: inv.op, precision: inv.precision, values: values))
-                try s.write(try r[0].dense())
-                return []
+                return try dense(inv, s, kernel: fallback, dataName: "data")
             }
-            let shape = s.value.shape
+            let updates = try inv.tensor("updates")
+            let shape = s.shape
             var axis = try inv.int("axis", default: 0)
             if axis < 0 { axis += shape.count }
             guard axis >= 0, axis < shape.count else { throw KernelError("axis out of range for state shape \(shape)") }
@@ -100,16 +97,18 @@ enum StateUpdateFusion {
                 throw KernelError("updates have shape \(updates.shape), expected \(expected) for \(indices.count) indices into \(shape)")
             }
             let outer = shape[..<axis].reduce(1, *), inner = shape[(axis + 1)...].reduce(1, *), n = shape[axis]
+            let rows = try indices.map { raw -> Int in
+                var row = Int(raw)
+                if row < 0 { row += n }
+                guard row >= 0, row < n else { throw KernelError("index \(raw) out of range for axis \(axis) of size \(n)") }
+                return row
+            }
+            guard inner > 0 else { return [] }
             let u = updates.floats
-            try mutate(s) { dst in
-                for (j, raw) in indices.enumerated() {
-                    var row = Int(raw)
-                    if row < 0 { row += n }
-                    guard row >= 0, row < n else { throw KernelError("index \(raw) out of range for axis \(axis) of size \(n)") }
+            try u.withUnsafeBufferPointer { up in
+                for (j, row) in rows.enumerated() {
                     for o in 0..<outer {
-                        let d = (o * n + row) * inner, src = (o * indices.count + j) * inner
-                        for k in 0..<inner { dst[d + k] = u[src + k] }
-                        round(UnsafeMutableBufferPointer(rebasing: dst[d..<(d + inner)]), s.type.dtype)
+                        try s.store(up.baseAddress! + (o * rows.count + j) * inner, count: inner, at: (o * n + row) * inner)
                     }
                 }
             }
@@ -117,22 +116,31 @@ enum StateUpdateFusion {
         }
     }
 
-    /// `slice_update` into the state in place.
+    /// `slice_update` into the state in place: the selected elements are replaced by `update`
+    /// rounded to the state's dtype (stored run by run of contiguous elements).
     static func inPlaceSliceUpdate(_ inv: KernelInvocation) throws -> [RuntimeValue] {
         let s = try stateBuffer(inv)
+        guard s.isMapped else { return try dense(inv, s, kernel: StateKernels.sliceUpdate, dataName: "x") }
         let update = try inv.tensor("update")
-        let region = try SliceRegion(shape: s.value.shape, begin: try inv.ints("begin"), end: try inv.ints("end"),
+        let region = try SliceRegion(shape: s.shape, begin: try inv.ints("begin"), end: try inv.ints("end"),
                                      stride: inv.has("stride") ? try inv.ints("stride") : nil,
                                      beginMask: inv.has("begin_mask") ? try inv.bools("begin_mask") : nil,
                                      endMask: inv.has("end_mask") ? try inv.bools("end_mask") : nil,
                                      squeezeMask: inv.has("squeeze_mask") ? try inv.bools("squeeze_mask") : nil)
         guard update.count == region.count, update.shape.filter({ $0 != 1 }) == region.resultShape.filter({ $0 != 1 }) else {
-            throw KernelError("update has shape \(update.shape), the slice selects \(region.resultShape) of the state \(s.value.shape)")
+            throw KernelError("update has shape \(update.shape), the slice selects \(region.resultShape) of the state \(s.shape)")
         }
-        var u = update.floats
-        if s.type.dtype == .fp16 { Rounding.toHalf(&u) }
+        let u = update.floats
         let offsets = region.sourceOffsets()
-        try mutate(s) { dst in for (i, o) in offsets.enumerated() { dst[o] = u[i] } }
+        try u.withUnsafeBufferPointer { up in
+            var i = 0
+            while i < offsets.count {
+                var e = i + 1
+                while e < offsets.count && offsets[e] == offsets[e - 1] + 1 { e += 1 }
+                try s.store(up.baseAddress! + i, count: e - i, at: offsets[i])
+                i = e
+            }
+        }
         return []
     }
 }

@@ -5,6 +5,9 @@ import Interpreter
 /// The state buffers of one function, living across calls (a KV cache across prefill and
 /// decode). Buffers start zeroed, as Core ML initialises states; they can be reset, and saved
 /// to / loaded from a folder of `<state_name>.npy` files so shell users can chain calls.
+///
+/// Memory: fp16 states take 2 bytes an element, fp32 states 4, in zero-filled pages that become
+/// resident only once written (see ``StateBuffer``); ``reset()`` releases them again.
 public final class StateStore {
     public private(set) var buffers: [String: StateBuffer] = [:]
     /// State names in function-input order.
@@ -24,24 +27,29 @@ public final class StateStore {
         self.names = names
     }
 
-    /// Zeroes every buffer.
+    /// Zeroes every buffer (their pages stop being resident).
     public func reset() { for b in buffers.values { b.reset() } }
 
-    /// Total bytes the states hold in their own dtype.
+    /// Total bytes the states hold in their own dtype (the size of their storage; how much of
+    /// it is resident depends on the slots written so far).
     public var byteCount: Int {
-        buffers.values.reduce(0) { $0 + $1.type.dtype.byteCount(elements: $1.value.count) }
+        buffers.values.reduce(0) { $0 + $1.dtype.byteCount(elements: $1.count) }
     }
 
-    /// Writes `<dir>/<name>.npy` for every state (fp16 states as `<f2`). Creates `dir`.
+    /// Writes `<dir>/<name>.npy` for every state (fp16 states as `<f2`). Creates `dir`. Each
+    /// state is widened to a temporary tensor while it is written.
+    /// - Throws: file-system errors, `NPYError`.
     public func save(to dir: String) throws {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         for name in names {
-            try NPY.write(buffers[name]!.value, path: dir + "/" + name + ".npy")
+            try NPY.write(buffers[name]!.tensor(), path: dir + "/" + name + ".npy")
         }
     }
 
-    /// Loads `<dir>/<name>.npy` for every state; a state without a file stays as it is.
-    /// - Throws: `NPYError` for unreadable files, `InterpreterError.badState` for a shape mismatch.
+    /// Loads `<dir>/<name>.npy` for every state (rounded to the state's dtype); a state without
+    /// a file stays as it is.
+    /// - Throws: `NPYError` for unreadable files, `InterpreterError.badState` for a shape or
+    ///   dtype mismatch (string data).
     public func load(from dir: String) throws {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
@@ -52,10 +60,12 @@ public final class StateStore {
             guard FileManager.default.fileExists(atPath: path) else { continue }
             let t = try NPY.read(path: path)
             let buf = buffers[name]!
-            guard t.shape == buf.value.shape else {
-                throw InterpreterError.badState(function: "", name: name, reason: "\(path) has shape \(t.shape), the state is \(buf.value.shape)")
+            guard t.shape == buf.shape else {
+                throw InterpreterError.badState(function: "", name: name, reason: "\(path) has shape \(t.shape), the state is \(buf.shape)")
             }
-            try buf.write(t)
+            do { try buf.write(t) } catch let e as KernelError {
+                throw InterpreterError.badState(function: "", name: name, reason: "\(path): \(e.reason)")
+            }
         }
     }
 }
