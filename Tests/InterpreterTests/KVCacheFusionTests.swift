@@ -1,0 +1,190 @@
+import GraphIR
+@testable import Interpreter
+import XCTest
+
+/// The execution fusions of a KV-cache layer built like the LLM graphs (scatter / slice_update
+/// into `state<tensor<fp16 | fp32, …>>`, then `read_state` → expand_dims → tile → reshape →
+/// attention): the fused forms give the same bits as the unfused ones, read the state in place,
+/// and keep the order of state reads and writes.
+final class KVCacheFusionTests: XCTestCase {
+    struct Layer {
+        var dtype: DType = .fp16
+        var h = 6, kv = 2, s = 3, d = 16, ctx = 12
+        /// The K / V `read_state` results are also function outputs (no read_state look-through).
+        var exposeReads = false
+        /// The `read_state` feeding the scatter is also an output (no fused KV write).
+        var exposeScatterInput = false
+        /// The scale is a function input (no attention fusion at all).
+        var scaleInput = false
+        /// `write_state(k_cache, zeros)` between the K read and the attention.
+        var writeBetween = false
+        /// slice_update at [cache_offset] instead of scatter at `idx`.
+        var sliceUpdate = false
+        var rep: Int { h / kv }
+    }
+
+    func build(_ l: Layer) -> Function {
+        let b = ProgramBuilder()
+        let cache: MILType = .tensor(l.dtype, [1, l.kv, l.ctx, l.d])
+        let q = b.input("q", .tensor(.fp32, [1, l.h, l.s, l.d]))
+        let kNew = b.input("k_new", .tensor(.fp32, [1, l.kv, l.s, l.d]))
+        let vNew = b.input("v_new", .tensor(.fp32, [1, l.kv, l.s, l.d]))
+        let idx = b.input("idx", .tensor(.int32, [l.s]))
+        let begin = b.input("begin", .tensor(.int32, [4]))
+        let end = b.input("end", .tensor(.int32, [4]))
+        let mask = b.input("mask", .tensor(.fp32, [1, 1, l.s, l.ctx]))
+        let scaleIn = l.scaleInput ? b.input("scale", .tensor(.fp32, [])) : nil
+        let kc = b.input("k_cache", .state(cache)), vc = b.input("v_cache", .state(cache))
+        var outputs: [Value] = []
+        func update(_ state: Value, _ rows: Value, _ name: String) -> Value {
+            let r = b.apply("read_state", ["input": state], cache, name: "\(name)_read0")
+            if l.exposeScatterInput { outputs.append(r) }
+            let u: Value
+            if l.sliceUpdate {
+                u = b.apply("slice_update", ["x": r, "update": rows, "begin": begin, "end": end], cache, name: "\(name)_upd")
+            } else {
+                let axis = b.const("\(name)_axis", ints: [2], shape: [])
+                let mode = b.const("\(name)_mode", .string("update"))
+                u = b.apply("scatter", ["data": r, "indices": idx, "updates": rows, "axis": axis, "mode": mode], cache, name: "\(name)_upd")
+            }
+            b.op("write_state", ["input": state, "data": u], nil, name: "\(name)_write")
+            return b.apply("read_state", ["input": state], cache, name: "\(name)_read1")
+        }
+        func repeated(_ x: Value, _ name: String) -> Value {
+            let axes = b.const("\(name)_axes", ints: [2], shape: [1])
+            let e = b.apply("expand_dims", ["x": x, "axes": axes], .tensor(l.dtype, [1, l.kv, 1, l.ctx, l.d]))
+            let reps = b.const("\(name)_reps", ints: [1, 1, Int32(l.rep), 1, 1], shape: [5])
+            let t = b.apply("tile", ["x": e, "reps": reps], .tensor(l.dtype, [1, l.kv, l.rep, l.ctx, l.d]))
+            let shape = b.const("\(name)_shape", ints: [1, Int32(l.h), Int32(l.ctx), Int32(l.d)], shape: [4])
+            return b.apply("reshape", ["x": t, "shape": shape], .tensor(l.dtype, [1, l.h, l.ctx, l.d]))
+        }
+        let k = update(kc, kNew, "k"), v = update(vc, vNew, "v")
+        if l.exposeReads { outputs += [k, v] }
+        if l.writeBetween {
+            let zeros = b.const("zeros", floats: [Float](repeating: 0, count: l.kv * l.ctx * l.d), shape: [1, l.kv, l.ctx, l.d])
+            b.op("write_state", ["input": kc, "data": zeros], nil, name: "k_zero")
+        }
+        let kt = repeated(k, "k"), vt = repeated(v, "v")
+        let f = b.const("f", bools: [false], shape: []), t = b.const("t", bools: [true], shape: [])
+        let scores = b.apply("matmul", ["x": q, "y": kt, "transpose_x": f, "transpose_y": t], .tensor(.fp32, [1, l.h, l.s, l.ctx]))
+        let scale = scaleIn ?? b.const("scale", floats: [0.25], shape: [])
+        let scaled = b.apply("mul", ["x": scores, "y": scale], .tensor(.fp32, [1, l.h, l.s, l.ctx]))
+        let masked = b.apply("add", ["x": scaled, "y": mask], .tensor(.fp32, [1, l.h, l.s, l.ctx]))
+        let axis = b.const("sm_axis", ints: [-1], shape: [])
+        let p = b.apply("softmax", ["x": masked, "axis": axis], .tensor(.fp32, [1, l.h, l.s, l.ctx]))
+        let o = b.apply("matmul", ["x": p, "y": vt, "transpose_x": f, "transpose_y": f], .tensor(.fp32, [1, l.h, l.s, l.d]), name: "o")
+        return b.function(outputs: [o] + outputs)
+    }
+
+    struct Rand {
+        var state: UInt64
+        mutating func array(_ n: Int) -> [Float] {
+            (0..<n).map { _ in
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                return Float(Int64(bitPattern: state >> 11) % 2_000_001 - 1_000_000) / 700_000
+            }
+        }
+    }
+
+    /// Three calls (prefill of S rows at 0, then S more, then S more): outputs and final states.
+    func run(_ l: Layer) throws -> (outs: [[Float]], states: [String: [Float]], plan: ExecutionPlan) {
+        let f = build(l)
+        let plan = try ExecutionPlan(function: f)
+        var states: [String: StateBuffer] = [:]
+        for v in f.stateInputs { states[v.name] = try StateBuffer(name: v.name, type: v.type.stateWrappedTensor!) }
+        var g = Rand(state: 11)
+        var outs: [[Float]] = []
+        for call in 0..<3 {
+            let pos = call * l.s
+            var mask = [Float](repeating: -1e4, count: l.s * l.ctx)
+            for r in 0..<l.s { for c in 0...(pos + r) { mask[r * l.ctx + c] = 0 } }
+            var inputs: [String: Tensor] = [
+                "q": Tensor(.fp32, shape: [1, l.h, l.s, l.d], floats: g.array(l.h * l.s * l.d)),
+                "k_new": Tensor(.fp32, shape: [1, l.kv, l.s, l.d], floats: g.array(l.kv * l.s * l.d)),
+                "v_new": Tensor(.fp32, shape: [1, l.kv, l.s, l.d], floats: g.array(l.kv * l.s * l.d)),
+                "idx": Tensor(.int32, shape: [l.s], ints: (0..<l.s).map { Int32(pos + $0) }),
+                "begin": Tensor(.int32, shape: [4], ints: [0, 0, Int32(pos), 0]),
+                "end": Tensor(.int32, shape: [4], ints: [1, Int32(l.kv), Int32(pos + l.s), Int32(l.d)]),
+                "mask": Tensor(.fp32, shape: [1, 1, l.s, l.ctx], floats: mask),
+            ]
+            if l.scaleInput { inputs["scale"] = Tensor.scalar(0.25) }
+            let out = try plan.run(inputs: inputs, states: states)
+            outs.append(try XCTUnwrap(out["o"]).floats)
+        }
+        return (outs, states.mapValues { $0.tensor().floats }, plan)
+    }
+
+    func same(_ a: [Float], _ b: [Float]) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { $0.bitPattern == $1.bitPattern }
+    }
+
+    func readStates(_ plan: ExecutionPlan) -> Int { plan.root.steps.filter { $0.op.type == "read_state" }.count }
+
+    func testFusedFormsMatchUnfusedBitForBit() throws {
+        for dtype in [DType.fp16, .fp32] {
+            for (h, kv) in [(6, 2), (4, 4)] {
+                for s in [1, 3] {
+                    for slice in [false, true] {
+                        var l = Layer()
+                        (l.dtype, l.h, l.kv, l.s, l.sliceUpdate) = (dtype, h, kv, s, slice)
+                        let label = "\(dtype) h \(h) kv \(kv) s \(s) \(slice ? "slice_update" : "scatter")"
+                        let fused = try run(l)
+                        XCTAssertEqual(fused.plan.fusions["attention"], 1, label)
+                        XCTAssertEqual(fused.plan.fusions["state_write"], 2, label)
+                        XCTAssertEqual(readStates(fused.plan), 0, "\(label): every read_state is fused away")
+
+                        var noLook = l
+                        noLook.exposeReads = true
+                        let tensorPath = try run(noLook)
+                        XCTAssertEqual(tensorPath.plan.fusions["attention"], 1, label)
+                        XCTAssertEqual(readStates(tensorPath.plan), 2, label)
+                        var unfusedWrite = l
+                        unfusedWrite.exposeScatterInput = true
+                        let denseWrite = try run(unfusedWrite)
+                        XCTAssertNil(denseWrite.plan.fusions["state_write"], label)
+                        for i in 0..<3 {
+                            XCTAssertTrue(same(fused.outs[i], tensorPath.outs[i]), "\(label) call \(i): in-place read differs from the tensor path")
+                            XCTAssertTrue(same(fused.outs[i], denseWrite.outs[i]), "\(label) call \(i): fused write differs from the dense write")
+                        }
+                        for (name, a) in fused.states {
+                            XCTAssertTrue(same(a, tensorPath.states[name]!), "\(label) \(name)")
+                            XCTAssertTrue(same(a, denseWrite.states[name]!), "\(label) \(name): fused KV write differs from write_state")
+                        }
+
+                        var noFusion = l
+                        noFusion.scaleInput = true
+                        let plain = try run(noFusion)
+                        XCTAssertNil(plain.plan.fusions["attention"], label)
+                        for i in 0..<3 {
+                            let err = zip(fused.outs[i], plain.outs[i]).map { abs($0 - $1) }.max() ?? .nan
+                            XCTAssertLessThanOrEqual(err, 1e-5, "\(label) call \(i): fused attention vs the op-by-op graph")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A write to the cache between its read and the attention keeps the `read_state` (the
+    /// attention must see the values read before the write).
+    func testWriteBetweenKeepsTheRead() throws {
+        var l = Layer()
+        l.writeBetween = true
+        let between = try run(l)
+        XCTAssertEqual(between.plan.fusions["attention"], 1)
+        XCTAssertEqual(readStates(between.plan), 1, "K keeps its read_state, V is read in place")
+        XCTAssertTrue(between.states["k_cache"]!.allSatisfy { $0 == 0 })
+        // Call 0 sees the same cache as the layer without the extra write.
+        let plain = try run(Layer())
+        XCTAssertTrue(same(between.outs[0], plain.outs[0]))
+    }
+
+    /// fp16 precision keeps the unfused attention (per-op rounding) and still writes in place.
+    func testFP16PrecisionKeepsReads() throws {
+        let f = build(Layer())
+        let plan = try ExecutionPlan(function: f, precision: .fp16)
+        XCTAssertNil(plan.fusions["attention"])
+        XCTAssertEqual(plan.fusions["state_write"], 2)
+        XCTAssertEqual(readStates(plan), 2)
+    }
+}
