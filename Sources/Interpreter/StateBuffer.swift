@@ -91,15 +91,14 @@ public final class StateBuffer {
     }
 
     /// The state's values as a tensor of the state's dtype and shape (fp16 widened to `Float`,
-    /// exactly). Allocates and fills `count` elements: touches every page of the storage.
+    /// exactly). Fills `count` elements (from the running plan's ``BufferPool`` when there is
+    /// one) and reads every page of the storage.
     public func tensor() -> Tensor {
         switch storage {
         case let .half(p):
-            var out = [Float](repeating: 0, count: count)
-            out.withUnsafeMutableBufferPointer { fk_half_to_float(p, $0.baseAddress!, count) }
-            return Tensor(.fp16, shape: shape, floats: out)
+            return Tensor(.fp16, shape: shape, floats: BufferPool.build(count) { fk_half_to_float(p, $0, count) })
         case let .float(p):
-            return Tensor(.fp32, shape: shape, floats: Array(UnsafeBufferPointer(start: p, count: count)))
+            return Tensor(.fp32, shape: shape, floats: BufferPool.build(count) { $0.update(from: p, count: count) })
         case let .tensor(t):
             return t
         }
