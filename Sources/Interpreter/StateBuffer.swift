@@ -44,16 +44,18 @@ public final class StateBuffer {
     private let regionBytes: Int
 
     /// A zeroed state, as Core ML initialises states.
-    /// - Throws: `InterpreterError.badState` when the shape is not static or the memory cannot
-    ///   be mapped.
+    /// - Throws: `InterpreterError.badState` when the shape is not static, its element count
+    ///   overflows, or the memory cannot be mapped.
     public init(name: String, type: TensorType) throws {
         guard let shape = type.fixedShape else {
             throw InterpreterError.badState(function: "", name: name, reason: "state shape \(type) is not static")
         }
+        guard let n = type.elementCount else {
+            throw InterpreterError.badState(function: "", name: name, reason: "state \(type) has too many elements")
+        }
         self.name = name
         self.type = type
         self.shape = shape
-        let n = shape.reduce(1, *)
         count = n
         let elementBytes = type.dtype == .fp16 ? 2 : type.dtype == .fp32 ? 4 : 0
         guard elementBytes > 0, n > 0 else {

@@ -162,6 +162,12 @@ final class StateBufferTests: XCTestCase {
         XCTAssertThrowsError(try StateBuffer(name: "f", type: TensorType(.fp16, [.fixed(1), .unknown]))) { e in
             guard case .badState = e as? InterpreterError else { return XCTFail("\(e)") }
         }
+        XCTAssertThrowsError(try StateBuffer(name: "huge", type: TensorType(.fp16, fixed: [1 << 40, 1 << 40]))) { e in
+            guard case .badState = e as? InterpreterError else { return XCTFail("\(e)") }
+        }
+        XCTAssertThrowsError(try StateBuffer(name: "unmappable", type: TensorType(.fp32, fixed: [1 << 61]))) { e in
+            guard case .badState = e as? InterpreterError else { return XCTFail("\(e)") }
+        }
     }
 
     #if os(Linux)
