@@ -56,7 +56,8 @@ let package = Package(
         // dependency makes `swift test` build the executable first.
         .testTarget(
             name: "ForgeCLITests",
-            dependencies: ["forge-ir", "GraphIR", "Interpreter"]
+            dependencies: ["forge-ir", "GraphIR", "Interpreter"],
+            exclude: ["Snapshots"]
         ),
     ],
     swiftLanguageModes: [.v5]

@@ -268,16 +268,16 @@ public final class BufferPool {
         origin.removeAll(keepingCapacity: true)
         live.removeAll(keepingCapacity: true)
         pinnedForRun.removeAll(keepingCapacity: true)
-        var live = Set<UnsafeRawPointer>()
+        var free = Set<UnsafeRawPointer>()
         func mark<T>(_ table: [Int: [[T]]]) {
-            for list in table.values { for a in list { a.withUnsafeBufferPointer { live.insert(UnsafeRawPointer($0.baseAddress!)) } } }
+            for list in table.values { for a in list { free.insert(a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) }) } }
         }
         mark(floats)
         mark(ints)
         mark(bools)
-        // Addresses of buffers handed out and still in use stay known only while they are free
-        // here or until the next recycle; forget the rest so freed memory is not mistaken later.
-        if known.count > 4 * max(live.count, 64) { known = live }
+        // Addresses of buffers handed out and never returned (outputs kept by the caller) stay
+        // known; forget them now and then so freed memory is not mistaken for a pool buffer.
+        if known.count > 4 * max(free.count, 64) { known = free }
     }
 
     /// Bytes held by free buffers.

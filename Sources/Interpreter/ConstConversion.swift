@@ -23,6 +23,17 @@ public enum ConstConversion {
         }
     }
 
+    /// An fp16 blob constant as a view of the mapped weight file (``RuntimeValue/halfBlob``), or
+    /// nil when the constant is not an fp16 blob of a mapped file.
+    public static func halfView(_ c: ConstValue) throws -> RuntimeValue? {
+        guard case let .blob(ref) = c.payload, let t = c.type.tensorType, t.dtype == .fp16,
+              let shape = t.fixedShape, let file = ref.file else { return nil }
+        let raw = try ref.bytes()
+        let n = shape.reduce(1, *)
+        guard raw.count >= 2 * n, let base = raw.baseAddress, Int(bitPattern: base) % 2 == 0 else { return nil }
+        return .halfBlob(shape, HalfBuffer(mapped: base, count: n, owner: file))
+    }
+
     /// A tensor constant as a runtime tensor (floats widened to Float, integers to Int32).
     public static func tensor(_ c: ConstValue) throws -> Tensor {
         guard let t = c.type.tensorType, let shape = t.fixedShape else {

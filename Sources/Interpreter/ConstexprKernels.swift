@@ -17,17 +17,25 @@ enum ConstexprKernels {
     /// MIL iOS18 `constexpr_blockwise_shift_scale(data, scale, offset?)`:
     /// `out[i] = scale[i / b] * (data[i] - offset[i / b])`, b = data.shape / scale.shape per axis.
     static func blockwiseShiftScale(_ inv: KernelInvocation) throws -> [RuntimeValue] {
-        let scale = try inv.tensor("scale")
         let offset = try inv.optionalTensor("offset")
-        // Mapped int8 data stays where it is.
+        // Mapped int8 data stays where it is, and so do fp16 scales mapped from the weight file.
         if case let .int8Blob(shape, buffer) = try inv.value("data") {
-            guard shape.count == scale.rank, zip(shape, scale.shape).allSatisfy({ $1 > 0 && $0 % $1 == 0 }) else {
-                throw KernelError("scale shape \(scale.shape) does not divide data shape \(shape)")
+            let scales: QuantizedTensor.Scales
+            let scaleShape: [Int]
+            if case let .halfBlob(s, h) = try inv.value("scale") {
+                (scales, scaleShape) = (.half(h), s)
+            } else {
+                let t = try inv.tensor("scale")
+                (scales, scaleShape) = (.float(t.floats), t.shape)
             }
-            if let o = offset, o.shape != scale.shape { throw KernelError("offset shape \(o.shape) differs from scale shape \(scale.shape)") }
+            guard shape.count == scaleShape.count, zip(shape, scaleShape).allSatisfy({ $1 > 0 && $0 % $1 == 0 }) else {
+                throw KernelError("scale shape \(scaleShape) does not divide data shape \(shape)")
+            }
+            if let o = offset, o.shape != scaleShape { throw KernelError("offset shape \(o.shape) differs from scale shape \(scaleShape)") }
             return [.quantized(QuantizedTensor(dtype: inv.outputDType(), shape: shape, buffer: buffer,
-                                               scale: scale.floats, scaleShape: scale.shape, offset: offset?.floats))]
+                                               scales: scales, scaleShape: scaleShape, offset: offset?.floats))]
         }
+        let scale = try inv.tensor("scale")
         let data = try inv.tensor("data")
         guard data.rank == scale.rank else { throw KernelError("scale rank \(scale.rank) differs from data rank \(data.rank)") }
         for (d, s) in zip(data.shape, scale.shape) where s == 0 || d % s != 0 {

@@ -52,6 +52,10 @@ public final class ExecutionPlan {
     var constantOpCache: [Int: RuntimeValue] = [:]
     let root = BlockPlan()
     var inputSlots: [Int] = []
+    /// Const outputs kept as fp16 views of the weight file (see ``findHalfViewConstants()``).
+    var halfViewSlots = Set<Int>()
+    /// Operand constants that are the `scale` of `constexpr_blockwise_shift_scale` (kept as views).
+    var halfViewConstants = Set<Int>()
     /// Outputs whose rows can be selected (``canSelectRow(of:)``), and the selected row of each.
     var rowSelectable = Set<String>()
     var selectedRows: [String: Int] = [:]
@@ -108,6 +112,30 @@ public final class ExecutionPlan {
         StateUpdateFusion.apply(root, useCount: useCounts(root))
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
         installRowSelection(useCount: useCounts(root))
+        findHalfViewConstants()
+    }
+
+    /// fp16 blob constants read only as the `scale` of `constexpr_blockwise_shift_scale` stay
+    /// views of the mapped weight file (``RuntimeValue/halfBlob``) instead of fp32 copies (const
+    /// ops here; operand constants are marked in ``build(_:into:missing:)``).
+    func findHalfViewConstants() {
+        var readers: [Int: [String]] = [:]
+        func walk(_ p: BlockPlan) {
+            for st in p.steps {
+                for (name, refs) in st.inputs {
+                    for r in refs { if case let .slot(s) = r { readers[s, default: []].append(st.op.type + "." + name) } }
+                }
+                for b in st.blocks { walk(b) }
+            }
+            for r in p.outputRefs { if case let .slot(s) = r { readers[s, default: []].append("output") } }
+        }
+        walk(root)
+        for st in root.steps where st.op.type == "const" && st.outputSlots.count == 1 {
+            guard let val = st.op.attribute("val"), case .blob = val.payload, val.type.tensorType?.dtype == .fp16,
+                  let r = readers[st.outputSlots[0]], !r.isEmpty,
+                  r.allSatisfy({ $0 == "constexpr_blockwise_shift_scale.scale" }) else { continue }
+            halfViewSlots.insert(st.outputSlots[0])
+        }
     }
 
     /// How many times each slot is read (operands in every block, and block outputs).
@@ -150,6 +178,9 @@ public final class ExecutionPlan {
                     case let .constant(c):
                         constants.append(c)
                         refs.append(.constant(constants.count - 1))
+                        if op.type == "constexpr_blockwise_shift_scale" && input.name == "scale" {
+                            halfViewConstants.insert(constants.count - 1)
+                        }
                     }
                 }
                 inputs.append((input.name, refs))
@@ -228,7 +259,7 @@ public final class ExecutionPlan {
                 guard let buf = states[v.name] else {
                     throw InterpreterError.badState(function: function.name, name: v.name, reason: "not provided (expected \(v.type))")
                 }
-                guard buf.type.dtype == st.dtype, let shape = st.fixedShape, buf.value.shape == shape else {
+                guard buf.type.dtype == st.dtype, let shape = st.fixedShape, buf.shape == shape else {
                     throw InterpreterError.badState(function: function.name, name: v.name, reason: "buffer is \(buf.type), function expects \(st)")
                 }
                 slots[slot] = .state(buf)
@@ -263,7 +294,8 @@ public final class ExecutionPlan {
             throw InterpreterError.unsupported("internal: value slot \(s) read before it was computed")
         case let .constant(i):
             if let v = constantCache[i] { return v }
-            let v = try ConstConversion.runtimeValue(constants[i])
+            let v = try (halfViewConstants.contains(i) ? ConstConversion.halfView(constants[i]) : nil)
+                ?? ConstConversion.runtimeValue(constants[i])
             constantCache[i] = v
             pool.pin(v, forRun: false)
             return v
@@ -279,7 +311,11 @@ public final class ExecutionPlan {
             do {
                 if step.op.type == "const" {
                     guard let val = step.op.attribute("val") else { throw KernelError("const without val") }
-                    results = [try ConstConversion.runtimeValue(val)]
+                    if halfViewSlots.contains(step.outputSlots[0]), let view = try ConstConversion.halfView(val) {
+                        results = [view]
+                    } else {
+                        results = [try ConstConversion.runtimeValue(val)]
+                    }
                 } else if !step.blocks.isEmpty {
                     results = try ControlFlow.run(step, plan: self, slots: &slots)
                 } else {

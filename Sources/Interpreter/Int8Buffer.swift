@@ -28,6 +28,9 @@ public final class Int8Buffer {
 
     deinit { owned?.deallocate() }
 
+    /// Whether the bytes are a view of a mapped file (not a copy).
+    public var isMapped: Bool { owned == nil }
+
     public subscript(i: Int) -> Int8 { base[i] }
 
     public func withUnsafeBufferPointer<R>(_ body: (UnsafeBufferPointer<Int8>) throws -> R) rethrows -> R {

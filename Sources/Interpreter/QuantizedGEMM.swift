@@ -19,8 +19,8 @@ enum QuantizedGEMM {
         guard q.shape.count == 2, q.scaleShape.count == 2 else { return nil }
         let (r, c) = (q.shape[0], q.shape[1])
         let (sr, sc) = (q.scaleShape[0], q.scaleShape[1])
-        guard sr > 0, sc > 0, r % sr == 0, c % sc == 0, q.data.count == r * c, q.scale.count == sr * sc else { return nil }
-        if let o = q.offset, o.count != q.scale.count { return nil }
+        guard sr > 0, sc > 0, r % sr == 0, c % sc == 0, q.data.count == r * c, q.scaleCount == sr * sc else { return nil }
+        if let o = q.offset, o.count != q.scaleCount { return nil }
         return (r, c, max(1, r / sr), max(1, c / sc), sc)
     }
 
@@ -28,6 +28,7 @@ enum QuantizedGEMM {
     static func withMatrix<R>(_ q: QuantizedTensor, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
         guard let l = layout(q) else { throw KernelError("quantized weight of shape \(q.shape) with scale shape \(q.scaleShape) is not a rank-2 block layout") }
         return try q.data.withUnsafeBufferPointer { d in
+            // fp16 scales are widened per call until fk_qmatrix reads fp16 scales itself.
             try q.scale.withUnsafeBufferPointer { s in
                 func run(_ o: UnsafePointer<Float>?) throws -> R {
                     var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: s.baseAddress, offset: o,
@@ -92,7 +93,7 @@ enum QuantizedGEMM {
     static func referenceValue(_ q: QuantizedTensor, _ r: Int, _ c: Int, blocks: [Int]? = nil) -> Float {
         let blocks = blocks ?? q.blockSizes
         let si = (r / blocks[0]) * q.scaleShape[1] + c / blocks[1]
-        return q.scale[si] * (Float(q.data[r * q.shape[1] + c]) - (q.offset?[si] ?? 0))
+        return q.scale(at: si) * (Float(q.data[r * q.shape[1] + c]) - (q.offset?[si] ?? 0))
     }
 
     /// Plain loops of ``nt`` (Double accumulation, element-by-element dequantization).

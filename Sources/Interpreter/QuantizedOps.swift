@@ -36,7 +36,7 @@ enum QuantizedOps {
                         rem %= innerStrides[a]
                         si += (idx / blocks[a + 1]) * sstrides[a + 1]
                     }
-                    out[k * rowLen + j] = q.scale[si] * (Float(q.data[r * rowLen + j]) - (q.offset?[si] ?? 0))
+                    out[k * rowLen + j] = q.scale(at: si) * (Float(q.data[r * rowLen + j]) - (q.offset?[si] ?? 0))
                 }
             }
             var t = Tensor(q.dtype, shape: indices.shape + inner, floats: out)

@@ -5,29 +5,64 @@ import GraphIR
 /// understand it (`linear`, `matmul`, `gather`) compute on the int8 data directly; anything else
 /// gets the dense tensor through ``RuntimeValue/dense()``.
 public final class QuantizedTensor {
+    /// Per-block scales: fp32 values, or the model's fp16 values read in place.
+    public enum Scales {
+        case float([Float])
+        case half(HalfBuffer)
+    }
+
     /// Output dtype (fp16/fp32) and shape.
     public let dtype: DType
     public let shape: [Int]
     /// Quantized values as Int8 (int4/uint4 unpacked; uint8 shifted by −128 into the offset).
     /// A view into the mapped weight file when the data is an int8 blob (no copy).
     public let data: Int8Buffer
-    /// Scale per block, `scaleShape` = shape / block sizes.
-    public let scale: [Float]
+    /// Scale per block, `scaleShape` = shape / block sizes (row-major).
+    public let scales: Scales
     public let scaleShape: [Int]
     /// Zero point per block (same shape as scale), or nil.
     public let offset: [Float]?
 
     public convenience init(dtype: DType, shape: [Int], data: [Int8], scale: [Float], scaleShape: [Int], offset: [Float]?) {
-        self.init(dtype: dtype, shape: shape, buffer: Int8Buffer(data), scale: scale, scaleShape: scaleShape, offset: offset)
+        self.init(dtype: dtype, shape: shape, buffer: Int8Buffer(data), scales: .float(scale), scaleShape: scaleShape, offset: offset)
     }
 
-    public init(dtype: DType, shape: [Int], buffer data: Int8Buffer, scale: [Float], scaleShape: [Int], offset: [Float]?) {
+    public convenience init(dtype: DType, shape: [Int], buffer data: Int8Buffer, scale: [Float], scaleShape: [Int], offset: [Float]?) {
+        self.init(dtype: dtype, shape: shape, buffer: data, scales: .float(scale), scaleShape: scaleShape, offset: offset)
+    }
+
+    public init(dtype: DType, shape: [Int], buffer data: Int8Buffer, scales: Scales, scaleShape: [Int], offset: [Float]?) {
         self.dtype = dtype
         self.shape = shape
         self.data = data
-        self.scale = scale
+        self.scales = scales
         self.scaleShape = scaleShape
         self.offset = offset
+    }
+
+    /// Number of scales.
+    public var scaleCount: Int {
+        switch scales {
+        case let .float(a): return a.count
+        case let .half(h): return h.count
+        }
+    }
+
+    /// Scale of block `i` (row-major over `scaleShape`).
+    @inline(__always)
+    public func scale(at i: Int) -> Float {
+        switch scales {
+        case let .float(a): return a[i]
+        case let .half(h): return h[i]
+        }
+    }
+
+    /// Every scale as Float (a copy when they are fp16).
+    public var scale: [Float] {
+        switch scales {
+        case let .float(a): return a
+        case let .half(h): return h.floats
+        }
     }
 
     /// Block size along each axis.
@@ -48,9 +83,10 @@ public final class QuantizedTensor {
                 si += (idx / blocks[a]) * sstrides[a]
             }
             let q = Float(data[i]) - (offset?[si] ?? 0)
-            out[i] = scale[si] * q
+            out[i] = scale(at: si) * q
         }
         var t = Tensor(dtype, shape: shape, floats: out)
+        out = []
         Rounding.toStorage(&t)
         return t
     }
@@ -61,6 +97,10 @@ public enum RuntimeValue {
     case tensor(Tensor)
     /// An int8 constant kept as a view of its mapped blob (shape, bytes); `dense()` widens it.
     case int8Blob([Int], Int8Buffer)
+    /// An fp16 constant kept as a view of its mapped blob (shape, values); `dense()` widens it.
+    /// Made only for constants whose every reader takes it (the `scale` of
+    /// `constexpr_blockwise_shift_scale`).
+    case halfBlob([Int], HalfBuffer)
     case quantized(QuantizedTensor)
     case state(StateBuffer)
     case list([RuntimeValue])
@@ -72,6 +112,7 @@ public enum RuntimeValue {
         case let .tensor(t): return t
         case let .quantized(q): return q.dequantize()
         case let .int8Blob(shape, b): return Tensor(.int8, shape: shape, ints: b.map { Int32($0) })
+        case let .halfBlob(shape, h): return Tensor(.fp16, shape: shape, floats: h.floats)
         case let .state(s): throw KernelError("state '\(s.name)' used where a tensor is expected")
         case .list, .tuple: throw KernelError("list/tuple used where a tensor is expected")
         }

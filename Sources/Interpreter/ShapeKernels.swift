@@ -371,7 +371,7 @@ enum ShapeKernels {
         let s: [Int]
         switch try inv.value("x") {
         case let .quantized(q): s = q.shape
-        case let .state(st): s = st.value.shape
+        case let .state(st): s = st.shape
         case let v: s = try v.dense().shape
         }
         return [.tensor(Tensor(.int32, shape: [s.count], ints: BufferPool.build(s.count) { p in

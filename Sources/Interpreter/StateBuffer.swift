@@ -161,23 +161,6 @@ public final class StateBuffer {
     /// Whether the values live in mapped fp16 / fp32 storage (``store(_:count:at:)`` works).
     var isMapped: Bool { region != nil }
 
-    /// Compatibility view for callers written against the former `value: Tensor` property:
-    /// `shape` / `count` / `dtype` cost nothing, `floats` and `tensor` widen a copy (as
-    /// ``tensor()``). New code should use ``shape`` and ``tensor()``.
-    public var value: Contents { Contents(buffer: self) }
-
-    /// See ``value``.
-    public struct Contents {
-        let buffer: StateBuffer
-        public var shape: [Int] { buffer.shape }
-        public var count: Int { buffer.count }
-        public var dtype: DType { buffer.dtype }
-        /// The values as `Float` (a widened copy).
-        public var floats: [Float] { buffer.tensor().floats }
-        /// The values as a tensor (a widened copy).
-        public var tensor: Tensor { buffer.tensor() }
-    }
-
     /// `bytes` of zeroed, not yet resident memory (nil on failure).
     private static func mapZeroed(_ bytes: Int) -> UnsafeMutableRawPointer? {
         guard let p = mmap(nil, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0),

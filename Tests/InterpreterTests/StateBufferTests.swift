@@ -108,8 +108,8 @@ final class StateBufferTests: XCTestCase {
         XCTAssertEqual(p[1], 0x3C02)
         XCTAssertEqual(p[2], 0x7C00)
         XCTAssertEqual(p[3], 0x8000)
-        XCTAssertEqual(s.value.shape, [2, 3])
-        XCTAssertEqual(s.value.floats.map(\.bitPattern), want.map(\.bitPattern))
+        XCTAssertEqual(s.shape, [2, 3])
+        XCTAssertEqual(s.tensor().floats.map(\.bitPattern), want.map(\.bitPattern))
         s.reset()
         XCTAssertEqual(s.tensor().floats, [0, 0, 0, 0, 0, 0])
         // Integer data is converted.

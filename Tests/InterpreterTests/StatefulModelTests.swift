@@ -33,7 +33,7 @@ final class StatefulModelTests: XCTestCase {
         // The cache after the last call matches torch's buffers (rounded to the fp16 state).
         for (stateName, buffer) in session.states.buffers {
             guard let want = ref["final_" + stateName] else { continue }
-            let err = zip(buffer.value.floats, want.floats).map { abs($0 - $1) }.max() ?? .nan
+            let err = zip(buffer.tensor().floats, want.floats).map { abs($0 - $1) }.max() ?? .nan
             XCTAssertLessThanOrEqual(err, 1e-2, "state \(stateName) differs by \(err)", file: file, line: line)
         }
     }
@@ -98,6 +98,22 @@ final class StatefulModelTests: XCTestCase {
         XCTAssertEqual(consumers, ["linear.weight", "gather.x"])
         XCTAssertTrue(QuantizedConsumers.handles(op: "linear", input: "weight"))
         XCTAssertTrue(QuantizedConsumers.handles(op: "gather", input: "x"))
+
+        // At run time every quantized weight is a view of weight.bin: int8 data and fp16 scales
+        // read in place (no fp32 copy of the scales either).
+        let session = try Session(model: model)
+        let ref = try NPZ.read(path: Self.modelsDir + "reference/tiny_llama_int8_run.npz")
+        var inputs: [String: Tensor] = [:]
+        for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] { inputs[input] = try XCTUnwrap(ref["call0_\(input)"]) }
+        _ = try session.predict(inputs)
+        var quantized = 0
+        for v in session.plan.constantOpCache.values {
+            guard case let .quantized(q) = v else { continue }
+            quantized += 1
+            XCTAssertTrue(q.data.isMapped)
+            guard case .half = q.scales else { XCTFail("scales of a \(q.shape) weight were widened to fp32"); continue }
+        }
+        XCTAssertEqual(quantized, 16)
     }
 }
 

@@ -50,7 +50,7 @@ final class CoremltoolsCrashFixtureTests: XCTestCase {
             XCTAssertEqual(try a.predict(inputs)["out"]?.floats, try b.predict(inputs)["out"]?.floats, "offset \(offset)")
         }
         for (name, buf) in a.states.buffers {
-            XCTAssertEqual(buf.value.floats, b.states.buffers[name]?.value.floats, name)
+            XCTAssertEqual(buf.tensor().floats, b.states.buffers[name]?.tensor().floats, name)
         }
     }
 }

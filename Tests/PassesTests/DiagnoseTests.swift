@@ -232,9 +232,9 @@ final class DiagnoseTests: XCTestCase {
             let x = Tensor(.fp16, shape: [1, 4], floats: [0.5, -1, 2, Float(step)])
             let oa = try a.predict(["x": x]), ob = try b.predict(["x": x])
             XCTAssertEqual(oa["new_acc"]?.floats, ob["new_acc"]?.floats)
-            XCTAssertEqual(a.states.buffers["acc"]?.value.floats, b.states.buffers["acc"]?.value.floats)
+            XCTAssertEqual(a.states.buffers["acc"]?.tensor().floats, b.states.buffers["acc"]?.tensor().floats)
         }
-        XCTAssertEqual(a.states.buffers["acc"]?.value.floats, [1.5, -3, 6, 3])
+        XCTAssertEqual(a.states.buffers["acc"]?.tensor().floats, [1.5, -3, 6, 3])
     }
 
     func testJSONHasTheDocumentedKeys() throws {

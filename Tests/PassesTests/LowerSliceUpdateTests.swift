@@ -59,7 +59,7 @@ final class LowerSliceUpdateTests: XCTestCase {
             offset += ids.count
         }
         for (name, buf) in a.states.buffers {
-            XCTAssertEqual(buf.value.floats, b.states.buffers[name]!.value.floats, "state \(name) differs")
+            XCTAssertEqual(buf.tensor().floats, b.states.buffers[name]!.tensor().floats, "state \(name) differs")
         }
     }
 }
