@@ -88,9 +88,15 @@ public final class ExecutionPlan {
     public func profileReport() -> String {
         guard let profile else { return "" }
         let total = profile.values.reduce(0) { $0 + $1.seconds }
-        var out = String(format: "%-36@ %10@ %8@ %7@\n", "op" as NSString, "seconds" as NSString, "calls" as NSString, "share" as NSString)
+        func pad(_ s: String, _ w: Int, left: Bool = false) -> String {
+            let fill = String(repeating: " ", count: max(0, w - s.count))
+            return left ? s + fill : fill + s
+        }
+        let width = max(36, (profile.keys.map(\.count).max() ?? 0) + 1)
+        var out = pad("op", width, left: true) + pad("seconds", 10) + pad("calls", 9) + pad("share", 8) + "\n"
         for (op, v) in profile.sorted(by: { $0.value.seconds > $1.value.seconds }) {
-            out += String(format: "%-36@ %10.4f %8d %6.1f%%\n", op as NSString, v.seconds, v.calls, total > 0 ? v.seconds / total * 100 : 0)
+            out += pad(op, width, left: true) + pad(String(format: "%.4f", v.seconds), 10) + pad("\(v.calls)", 9)
+                + pad(String(format: "%.1f%%", total > 0 ? v.seconds / total * 100 : 0), 8) + "\n"
         }
         return out
     }

@@ -84,8 +84,18 @@ public final class Generator {
         return Array(f[(r * vocab)..<((r + 1) * vocab)])
     }
 
+    /// Throws when a token id is outside the model's vocabulary (a tokenizer that is not the
+    /// model's own): the graph would otherwise fail deep inside its embedding `gather`, after
+    /// its own int casts have wrapped the id.
+    public func checkVocabulary(_ ids: [Int32]) throws {
+        guard let vocab = contract.vocabularySize(in: session.function), let bad = ids.first(where: { $0 < 0 || Int($0) >= vocab }) else { return }
+        throw GenerationError("token id \(bad) is outside the model's vocabulary (0..<\(vocab), from its \(contract.logitsName) output); is the tokenizer the model's own?")
+    }
+
     /// Prefills `ids` (in chunks) and returns the last row's logits.
+    /// - Throws: `GenerationError` for ids outside the vocabulary or past the context.
     public func prefill(_ ids: [Int32]) throws -> [Float] {
+        try checkVocabulary(ids)
         var rest = ids[...]
         var last: [Float] = []
         while !rest.isEmpty {
@@ -105,6 +115,7 @@ public final class Generator {
     public func generate(prompt: [Int32], maxTokens: Int, sampling: SamplingOptions = SamplingOptions(),
                          stop: Set<Int32> = [], onToken: (Int32) -> Bool = { _ in true }) throws -> GenerationResult {
         guard !prompt.isEmpty else { throw GenerationError("empty prompt: give at least one token") }
+        try checkVocabulary(prompt)
         let ctx = contract.contextLength
         guard prompt.count < ctx else {
             throw GenerationError("the prompt has \(prompt.count) tokens; the model's context holds \(ctx), leaving no room to generate")

@@ -12,11 +12,14 @@ public final class StateStore {
     public private(set) var buffers: [String: StateBuffer] = [:]
     /// State names in function-input order.
     public let names: [String]
+    /// The function the states belong to (for error messages).
+    public let function: String
 
     /// One zeroed buffer per `state<tensor<…>>` input of `function`.
     /// - Throws: `InterpreterError.badState` for a state whose shape is not static.
     public init(function: Function) throws {
         var names: [String] = []
+        self.function = function.name
         for v in function.stateInputs {
             guard let t = v.type.stateWrappedTensor else { continue }
             do { buffers[v.name] = try StateBuffer(name: v.name, type: t) } catch {
@@ -47,13 +50,18 @@ public final class StateStore {
     }
 
     /// Loads `<dir>/<name>.npy` for every state (rounded to the state's dtype); a state without
-    /// a file stays as it is.
-    /// - Throws: `NPYError` for unreadable files, `InterpreterError.badState` for a shape or
-    ///   dtype mismatch (string data).
+    /// a file stays as it is, but a folder holding none of the states' files is refused (it is
+    /// almost always the wrong folder, e.g. an `--out` folder).
+    /// - Throws: `NPYError` for a missing folder, a folder without any state file or an
+    ///   unreadable file; `InterpreterError.badState` for a shape or dtype mismatch (string data).
     public func load(from dir: String) throws {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
             throw NPYError(dir, "state folder does not exist")
+        }
+        let present = names.filter { FileManager.default.fileExists(atPath: dir + "/" + $0 + ".npy") }
+        if present.isEmpty && !names.isEmpty {
+            throw NPYError(dir, "holds none of the state files (\(names.prefix(3).map { $0 + ".npy" }.joined(separator: ", "))\(names.count > 3 ? ", …" : "")); is it the folder --state-out wrote?")
         }
         for name in names {
             let path = dir + "/" + name + ".npy"
@@ -61,10 +69,10 @@ public final class StateStore {
             let t = try NPY.read(path: path)
             let buf = buffers[name]!
             guard t.shape == buf.shape else {
-                throw InterpreterError.badState(function: "", name: name, reason: "\(path) has shape \(t.shape), the state is \(buf.shape)")
+                throw InterpreterError.badState(function: function, name: name, reason: "\(path) has shape \(t.shape), the state is \(buf.shape)")
             }
             do { try buf.write(t) } catch let e as KernelError {
-                throw InterpreterError.badState(function: "", name: name, reason: "\(path): \(e.reason)")
+                throw InterpreterError.badState(function: function, name: name, reason: "\(path): \(e.reason)")
             }
         }
     }

@@ -8,9 +8,12 @@ struct OptionSpec {
     /// `nil` for a flag; the placeholder shown in help for an option (e.g. `name`).
     var valueName: String?
     var help: String
+    /// A flag that does the verb's whole job alone (e.g. `--list-passes`): positionals are then
+    /// not required.
+    var standalone = false
 
-    static func flag(_ name: String, _ help: String) -> OptionSpec {
-        OptionSpec(name: name, valueName: nil, help: help)
+    static func flag(_ name: String, _ help: String, standalone: Bool = false) -> OptionSpec {
+        OptionSpec(name: name, valueName: nil, help: help, standalone: standalone)
     }
     static func option(_ name: String, value: String, _ help: String) -> OptionSpec {
         OptionSpec(name: name, valueName: value, help: help)
@@ -111,7 +114,8 @@ enum ArgumentParser {
                 i += 1
             }
         }
-        let required = spec.positionals.filter { !$0.optional }.count
+        let standalone = spec.options.contains { $0.standalone && result.flags.contains($0.name) }
+        let required = standalone ? 0 : spec.positionals.filter { !$0.optional }.count
         if result.positionals.count < required {
             let missing = spec.positionals[result.positionals.count]
             throw UsageError(message: "missing argument <\(missing.name)>", helpCommand: helpCommand)

@@ -92,7 +92,7 @@ enum BenchCommand: Command {
         }
 
         // Random ids below the vocabulary size (from the logits type, else from one probe call).
-        var vocab = vocabularySize(session.function, logits: generator.contract.logitsName)
+        var vocab = generator.contract.vocabularySize(in: session.function)
         if vocab == nil {
             generator.reset()
             vocab = try generator.prefill([0]).count
@@ -170,13 +170,6 @@ enum BenchCommand: Command {
     }
 
     static func seconds(since t: UInt64) -> Double { Double(DispatchTime.now().uptimeNanoseconds - t) / 1e9 }
-
-    /// The last dimension of the logits output when the function's type fixes it.
-    static func vocabularySize(_ f: Function, logits: String) -> Int? {
-        guard let v = f.outputs.first(where: { $0.name == logits }), let t = v.type.tensorType,
-              let last = t.shape.last?.fixedValue, last > 0 else { return nil }
-        return last
-    }
 
     /// Bytes on disk: a file's size, or every file under a package directory.
     static func packageBytes(_ path: String) -> Int {

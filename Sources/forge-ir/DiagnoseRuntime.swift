@@ -55,6 +55,9 @@ enum DiagnoseRuntime {
                 case let .fixed(w): widest = w
                 }
                 if let given = r.promptIDs {
+                    if let vocab = c.vocabularySize(in: f), let bad = given.first(where: { Int($0) >= vocab }) {
+                        throw DiagnoseCLIError("--prompt-ids: token id \(bad) is outside the vocabulary of function '\(name)' (0..<\(vocab), from its \(c.logitsName) output)")
+                    }
                     ids = given
                     idsLabel = "\(given.count) given token id\(given.count == 1 ? "" : "s")"
                 } else {

@@ -66,7 +66,20 @@ enum GenerateCommand: Command {
         sampling.topK = try number(args, "top-k", 0)
         sampling.topP = try number(args, "top-p", Float(1))
         sampling.repetitionPenalty = try number(args, "repetition-penalty", Float(1))
+        guard sampling.temperature >= 0, sampling.temperature.isFinite else {
+            throw UsageError(message: "--temperature must be ≥ 0 (0 = greedy), not \(sampling.temperature)", helpCommand: "forge-ir generate")
+        }
+        guard sampling.topP > 0, sampling.topP <= 1 else {
+            throw UsageError(message: "--top-p must be in (0, 1] (1 = off), not \(sampling.topP)", helpCommand: "forge-ir generate")
+        }
+        guard sampling.topK >= 0 else { throw UsageError(message: "--top-k must be ≥ 0 (0 = off)", helpCommand: "forge-ir generate") }
+        guard sampling.repetitionPenalty > 0, sampling.repetitionPenalty.isFinite else {
+            throw UsageError(message: "--repetition-penalty must be > 0 (1 = off), not \(sampling.repetitionPenalty)", helpCommand: "forge-ir generate")
+        }
         sampling.seed = try number(args, "seed", UInt64(0))
+        for option in ["template", "system"] where args.value(option) != nil && args.value("chat") == nil {
+            throw UsageError(message: "--\(option) applies to --chat only", helpCommand: "forge-ir generate")
+        }
         let given = ["prompt", "chat", "prompt-ids"].filter { args.value($0) != nil }
         guard given.count == 1 else {
             throw UsageError(message: "give exactly one of --prompt, --chat, --prompt-ids", helpCommand: "forge-ir generate")
@@ -114,8 +127,11 @@ enum GenerateCommand: Command {
             Console.out("\n")
         }
         let peak = peakResidentBytes()
-        let summary = String(format: "prompt: %d tokens, %.1f tok/s · generation: %d tokens, %.1f tok/s",
+        var summary = String(format: "prompt: %d tokens, %.1f tok/s · generation: %d tokens, %.1f tok/s",
                              prompt.count, result.prefillTokensPerSecond, result.tokenIDs.count, result.decodeTokensPerSecond)
+        if result.stopReason == "context_full" {
+            summary += " · stopped: the model's context (\(generator.contract.contextLength) tokens) is full"
+        }
         if json {
             var obj: [String: JSONValue] = [
                 "prompt_ids": .array(prompt.map { .int(Int($0)) }),

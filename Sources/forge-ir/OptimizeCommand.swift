@@ -13,7 +13,7 @@ enum OptimizeCommand: Command {
             .option("o", value: "out.mlpackage", "Where to write the optimized package (required)."),
             .option("pipeline", value: "name", "default | cleanup | empty (default: default)."),
             .option("passes", value: "a,b,c", "Run exactly these passes, in order (instead of --pipeline)."),
-            .flag("list-passes", "List every pass and pipeline, then exit."),
+            .flag("list-passes", "List every pass and pipeline, then exit (no model needed).", standalone: true),
             .flag("print-ir-after-all", "Print the MIL after every pass (stderr)."),
             .flag("print-ir-after-change", "Print the MIL after every pass that changed it (stderr)."),
             .flag("time-passes", "Print how long each pass took (stderr)."),

@@ -40,6 +40,12 @@ enum RunCommand: Command {
             }
             inputs[String(item[..<eq])] = try NPY.read(path: String(item[item.index(after: eq)...]))
         }
+        for option in ["out", "state-out"] {
+            var isDir: ObjCBool = false
+            if let dir = args.value(option), FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), !isDir.boolValue {
+                throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)", helpCommand: "forge-ir run")
+            }
+        }
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision)
         if let dir = args.value("state-in") { try session.states.load(from: dir) }

@@ -50,7 +50,7 @@ final class LoaderErrorTests: XCTestCase {
     func testEmptyFile() throws {
         let dir = try Fixtures.tempDir(self)
         let p = dir + "/empty.mlmodel"
-        FileManager.default.createFile(atPath: p, contents: Data())
+        XCTAssertTrue(FileManager.default.createFile(atPath: p, contents: Data()))
         expectError(p) { if case .malformedProtobuf = $0 { return true }; return false }
     }
 
