@@ -90,7 +90,11 @@ enum DiagnoseRuntime {
 
             if r.dynamic {
                 guard let c = contract else {
-                    throw DiagnoseCLIError("--dynamic: function '\(name)' does not follow the stateful LLM contract (\(contractError.map { "\($0)" } ?? "?"))")
+                    // Reported as a skipped check (the static findings still print, --json included).
+                    d.add(RuntimeRun(check: "s1_mismatch", function: name, precision: "fp32", inputs: "", ok: true,
+                                     summary: "skipped: \(contractError.map { "\($0)" } ?? "function '\(name)' does not follow the stateful LLM contract")"),
+                          findings: [])
+                    continue
                 }
                 let n = ids.count
                 guard n >= 2, c.admits(width: 1), c.admits(width: n) else {

@@ -40,12 +40,19 @@ enum OptimizeCommand: Command {
         guard let output = args.value("o") else {
             throw UsageError(message: "missing -o <out.mlpackage>", helpCommand: "forge-ir optimize")
         }
+        guard output.hasSuffix(".mlpackage") || output.hasSuffix(".mlpackage/") else {
+            throw UsageError(message: "-o \(output): the result is an ML Program package; name it <name>.mlpackage", helpCommand: "forge-ir optimize")
+        }
         let passes: [Pass.Type]
         if let list = args.value("passes") {
             if args.value("pipeline") != nil {
                 throw UsageError(message: "give either --pipeline or --passes, not both", helpCommand: "forge-ir optimize")
             }
-            passes = try PassRegistry.passes(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            do {
+                passes = try PassRegistry.passes(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+            } catch {
+                throw UsageError(message: "\(error)", helpCommand: "forge-ir optimize")
+            }
         } else {
             let name = args.value("pipeline") ?? "default"
             guard let p = Pipelines.pipeline(named: name) else {

@@ -66,6 +66,13 @@ extension CLITests {
         XCTAssertTrue(notLLM.stderr.contains("needs --inputs F.npz"), notLLM.stderr)
         let bad = try run(["diagnose", try fixture("tiny_llama_fp16.mlpackage"), "--precision", "fp8"])
         XCTAssertEqual(bad.status, 64)
+        // --dynamic on a model that is not a stateful LLM: the check is reported as skipped and
+        // the static findings still come out as JSON.
+        let dyn = try run(["diagnose", try fixture("diag/mask_beyond_fp16.mlpackage"), "--dynamic", "--json"])
+        let json = try JSONValue.parse(dyn.stdout)
+        let summary = json["runs"]?.arrayValue?.first?["summary"]?.stringValue ?? ""
+        XCTAssertTrue(summary.hasPrefix("skipped: ") && summary.contains("no input 'input_ids'"), dyn.stdout)
+        XCTAssertNotNil(json["findings"]?.arrayValue, dyn.stdout)
     }
 
     func testDiagnoseUsageErrors() throws {

@@ -47,7 +47,7 @@ extension CLITests {
         XCTAssertTrue(r.stderr.contains("missing -o"), r.stderr)
         let dir = try tempDir()
         r = try run(["optimize", "models-ir/tiny_inline.mlmodel", "-o", dir + "/x.mlpackage", "--passes", "no_such_pass"])
-        XCTAssertEqual(r.status, 1)
+        XCTAssertEqual(r.status, 64)
         XCTAssertTrue(r.stderr.contains("no_such_pass") && r.stderr.contains("lower_slice_update"), r.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/x.mlpackage"))
         r = try run(["optimize", "models-ir/tiny_inline.mlmodel", "-o", dir + "/y.mlpackage", "--pipeline", "nope"])

@@ -35,6 +35,12 @@ extension CLITests {
         try assertOneLineError(["run", m, "--inputs", inputs, "--state-out", "README.md"], status: 64, contains: "--state-out README.md is a file")
     }
 
+    func testOptimizeOutputMustBeAPackage() throws {
+        let out = try tempDir() + "/x.mlmodel"
+        try assertOneLineError(["optimize", try fixture("tiny_inline.mlmodel"), "-o", out], status: 64, contains: "name it <name>.mlpackage")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: out))
+    }
+
     func testSamplingOptionsAreChecked() throws {
         let m = try fixture("tiny_llama_int8.mlpackage")
         try assertOneLineError(["generate", m, "--prompt-ids", "1", "--temperature", "-1"], status: 64, contains: "--temperature must be ≥ 0")
