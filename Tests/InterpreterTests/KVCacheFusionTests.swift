@@ -264,4 +264,36 @@ final class KVCacheFusionTests: XCTestCase {
             XCTAssertLessThanOrEqual(err, 1e-5, "call \(i): fused attention sees the cache after the write")
         }
     }
+
+    /// A NaN in the additive mask makes the graph's softmax row NaN: the fused attention gives
+    /// NaN in the same places (it does not skip the NaN column as if it were masked).
+    func testNaNMaskColumnGivesNaNLikeTheGraph() throws {
+        for nanCol in [0, 5] {
+            func run(_ l: Layer) throws -> [Float] {
+                let f = build(l)
+                let plan = try ExecutionPlan(function: f)
+                var states: [String: StateBuffer] = [:]
+                for v in f.stateInputs { states[v.name] = try StateBuffer(name: v.name, type: v.type.stateWrappedTensor!) }
+                var g = Rand(state: 3)
+                var mask = [Float](repeating: 0, count: l.s * l.ctx)
+                mask[nanCol] = .nan
+                var inputs: [String: Tensor] = [
+                    "q": Tensor(.fp32, shape: [1, l.h, l.s, l.d], floats: g.array(l.h * l.s * l.d)),
+                    "k_new": Tensor(.fp32, shape: [1, l.kv, l.s, l.d], floats: g.array(l.kv * l.s * l.d)),
+                    "v_new": Tensor(.fp32, shape: [1, l.kv, l.s, l.d], floats: g.array(l.kv * l.s * l.d)),
+                    "idx": Tensor(.int32, shape: [l.s], ints: (0..<Int32(l.s)).map { $0 }),
+                    "begin": Tensor(.int32, shape: [4], ints: [0, 0, 0, 0]),
+                    "end": Tensor(.int32, shape: [4], ints: [1, Int32(l.kv), Int32(l.s), Int32(l.d)]),
+                    "mask": Tensor(.fp32, shape: [1, 1, l.s, l.ctx], floats: mask),
+                ]
+                if l.scaleInput { inputs["scale"] = Tensor.scalar(0.25) }
+                return try XCTUnwrap(try plan.run(inputs: inputs, states: states)["o"]).floats
+            }
+            var l = Layer()
+            let fused = try run(l)
+            l.scaleInput = true
+            let plain = try run(l)
+            XCTAssertEqual(fused.map(\.isNaN), plain.map(\.isNaN), "NaN pattern differs, NaN mask column \(nanCol)")
+        }
+    }
 }
