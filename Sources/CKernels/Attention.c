@@ -320,10 +320,11 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
     float *w = sc->scores;
     int32_t *cols = sc->cols;
 
-    // Every column masked: attend over all of them, as the graph's softmax does.
+    // Every column masked: attend over all of them, as the graph's softmax does. A NaN mask
+    // value is never skipped: the graph's softmax row is NaN then, and so is this one.
     float threshold = a->masked;
     long j = 0;
-    while (j < n && !(m[j] > threshold)) j++;
+    while (j < n && !(m[j] > threshold) && !isnan(m[j])) j++;
     if (j == n) threshold = -INFINITY;
 
     const long kvoff = kvh * n * d;
@@ -332,7 +333,7 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
     if (a->k_half) {
         const uint16_t *kb = (const uint16_t *)a->k + kvoff;
         for (j = 0; j < n; j++) {
-            if (!(m[j] > threshold)) continue;
+            if (!(m[j] > threshold) && !isnan(m[j])) continue;
             float x = SFX(dot_h)(q, kb + j * d, d) * a->scale + m[j];
             w[nc] = x;
             cols[nc++] = (int32_t)j;
@@ -341,14 +342,14 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
     } else {
         const float *kb = (const float *)a->k + kvoff;
         for (j = 0; j < n; j++) {
-            if (!(m[j] > threshold)) continue;
+            if (!(m[j] > threshold) && !isnan(m[j])) continue;
             float x = SFX(dot_f)(q, kb + j * d, d) * a->scale + m[j];
             w[nc] = x;
             cols[nc++] = (int32_t)j;
             if (x > maxv) maxv = x;
         }
     }
-    if (nc == 0) {  // a NaN (or all −inf) mask: NaN, as the graph gives
+    if (nc == 0) {  // an all −inf mask: NaN, as the graph gives
         for (long t = 0; t < d; t++) o[t] = NAN;
         return;
     }

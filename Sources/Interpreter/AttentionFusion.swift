@@ -16,7 +16,8 @@ import GraphIR
 /// copy) and skips key columns whose additive mask is ≤ −1e4: their softmax weight,
 /// exp(score − 1e4 − max), is exactly 0 in fp32 for any score below ~9900 in magnitude. When
 /// every column of a row is masked, the row attends over all columns with mask > −inf, as the
-/// graph's softmax does; a row left without columns (NaN or all −inf mask) is NaN. Runs
+/// graph's softmax does; a NaN mask value is never skipped (the row is NaN, as the graph's
+/// softmax gives), and a row left without columns (all −inf mask) is NaN. Runs
 /// only in `fp32` precision; `fp16` precision keeps the per-op rounding of the original ops.
 ///
 /// When `k` (or `v`) is `read_state(input = cache)` read by nothing but this chain, and no op
@@ -236,8 +237,8 @@ enum AttentionFusion {
             var maxv = -Float.infinity
             // Every column masked: attend over all of them, as the graph's softmax does.
             var threshold = maskedThreshold
-            if !(0..<ctx).contains(where: { mf[mrow + $0] > maskedThreshold }) { threshold = -.infinity }
-            for j in 0..<ctx where mf[mrow + j] > threshold {
+            if !(0..<ctx).contains(where: { mf[mrow + $0] > maskedThreshold || mf[mrow + $0].isNaN }) { threshold = -.infinity }
+            for j in 0..<ctx where mf[mrow + j] > threshold || mf[mrow + j].isNaN {
                 let kr = kbase + j * d
                 var acc = SIMD8<Float>()
                 var t = 0
@@ -254,7 +255,7 @@ enum AttentionFusion {
             }
             let orow = (head * s + row) * d
             guard !cols.isEmpty else {
-                for t in 0..<d { out[orow + t] = .nan }  // a NaN mask: NaN, as the graph gives
+                for t in 0..<d { out[orow + t] = .nan }  // an all −inf mask: NaN, as the graph gives
                 continue
             }
             var denom: Float = 0

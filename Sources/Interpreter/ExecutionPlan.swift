@@ -11,11 +11,17 @@ import GraphIR
 /// the plan again with the same shapes allocates no tensor storage per op.
 ///
 /// Control flow (`cond`, `while_loop`) runs nested plans of its blocks.
+///
+/// A plan may be run from several threads; the runs take turns.
 public final class ExecutionPlan {
     public let function: Function
     public let precision: Precision
     /// Recycled kernel output buffers (see ``BufferPool``); `pool.stats` counts hits and misses.
     public let pool = BufferPool()
+    /// Held for the whole of ``run(inputs:states:)`` and ``recycle(_:)``: the pool and the
+    /// constant caches are changed by every run, so runs of one plan from several threads take
+    /// turns (each run's kernels still use every core).
+    private let runLock = NSLock()
 
     struct Step {
         let op: Op
@@ -255,6 +261,8 @@ public final class ExecutionPlan {
     /// - Returns: the function outputs by name; fp16 outputs are rounded to fp16.
     /// - Throws: `InterpreterError` for missing/unexpected/ill-shaped inputs or states, or an op failure.
     public func run(inputs: [String: Tensor], states: [String: StateBuffer] = [:]) throws -> [String: Tensor] {
+        runLock.lock()
+        defer { runLock.unlock() }
         var slots = [RuntimeValue?](repeating: nil, count: slotCount)
         let known = function.inputs.map(\.name)
         for name in inputs.keys where !known.contains(name) {
@@ -373,6 +381,8 @@ public final class ExecutionPlan {
     /// the caller is done with them (optional: a driver that calls the plan in a loop, such as
     /// the generator, uses it so even the outputs are not allocated again).
     public func recycle(_ outputs: [String: Tensor]) {
+        runLock.lock()
+        defer { runLock.unlock() }
         for t in outputs.values { pool.recycle(t.data) }
     }
 }

@@ -36,12 +36,11 @@ enum StateUpdateFusion {
                   useCount[r] == 1, let ir = producer[r], plan.steps[ir].op.type == "read_state",
                   plan.steps[ir].inputs.first?.refs.first.map({ if case let .slot(s) = $0 { return s == stateSlot } else { return false } }) == true
             else { continue }
-            // No other state op on the same state between the read and the write.
-            let between = plan.steps[(ir + 1)..<iw].contains { st in
-                ["write_state", "coreml_update_state", "read_state"].contains(st.op.type)
-                    && st.inputs.contains { $0.refs.contains { if case let .slot(s) = $0 { return s == stateSlot } else { return false } } }
-            }
-            if between { continue }
+            // Nothing else takes the same state between the read and the write: the fused step
+            // writes at the scatter's place, so any reader up to the write_state (a read_state,
+            // a fused attention reading the state in place, an op in a nested block) would see
+            // the new rows.
+            if takes(stateSlot, in: plan.steps[(ir + 1)..<iw], except: ix) { continue }
             var inputs = x.inputs.filter { $0.name != dataName }
             inputs.append((name: "state", refs: [.slot(stateSlot)]))
             let kernel: Kernel = x.op.type == "scatter" ? inPlaceScatter(fallback: x.kernel) : inPlaceSliceUpdate
@@ -54,6 +53,18 @@ enum StateUpdateFusion {
         plan.steps = plan.steps.enumerated().compactMap { i, st in
             if remove.contains(i) { return nil }
             return replace[i] ?? st
+        }
+    }
+
+    /// Whether a step of `steps` other than `except` (nested blocks included) has state `slot`
+    /// as an operand.
+    static func takes(_ slot: Int, in steps: ArraySlice<ExecutionPlan.Step>, except: Int? = nil) -> Bool {
+        zip(steps.indices, steps).contains { i, st in
+            guard i != except else { return false }
+            if st.inputs.contains(where: { $0.refs.contains { if case let .slot(s) = $0 { return s == slot } else { return false } } }) {
+                return true
+            }
+            return st.blocks.contains { takes(slot, in: $0.steps[...]) }
         }
     }
 

@@ -57,10 +57,9 @@ public final class Generator {
     /// (padding rows are masked from every real row and later overwritten).
     func step(_ ids: [Int32], width: Int) throws -> [Float] {
         let n = ids.count, ctx = contract.contextLength
-        guard position + width <= ctx || position + n <= ctx else {
-            throw GenerationError("context full: \(position) + \(n) tokens exceed the model's context length \(ctx)")
+        guard let w = callWidth(n, padded: width) else {
+            throw GenerationError("context full: \(position) + \(n) tokens (in a call of \(width)) exceed the model's context length \(ctx)")
         }
-        let w = position + width <= ctx ? width : n
         var padded = ids
         padded += [Int32](repeating: 0, count: w - n)
         var inputs = boundInputs
@@ -90,6 +89,16 @@ public final class Generator {
     public func checkVocabulary(_ ids: [Int32]) throws {
         guard let vocab = contract.vocabularySize(in: session.function), let bad = ids.first(where: { $0 < 0 || Int($0) >= vocab }) else { return }
         throw GenerationError("token id \(bad) is outside the model's vocabulary (0..<\(vocab), from its \(contract.logitsName) output); is the tokenizer the model's own?")
+    }
+
+    /// The width of a call writing `n` tokens at the current position: `width` (padded) when
+    /// it fits in the context, else the narrowest width of at least `n` that the graph accepts
+    /// and that fits; nil when there is none (a fixed-width graph near the end of its context).
+    func callWidth(_ n: Int, padded width: Int) -> Int? {
+        let room = contract.contextLength - position
+        if width <= room { return width }
+        guard n <= room else { return nil }
+        return (n...room).first { contract.accepts(width: $0) }
     }
 
     /// Prefills `ids` (in chunks) and returns the last row's logits.
@@ -138,7 +147,7 @@ public final class Generator {
             history.append(next)
             if !onToken(next) { reason = "callback"; break }
             if generated.count >= maxTokens { break }
-            if position + 1 > ctx { reason = "context_full"; break }
+            if callWidth(1, padded: decodeWidth) == nil { reason = "context_full"; break }
             logits = try step([next], width: decodeWidth)
             steps += 1
         }

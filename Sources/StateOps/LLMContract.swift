@@ -63,6 +63,15 @@ public struct LLMContract {
         guard !f.stateInputs.isEmpty else { throw fail("no state inputs (KV caches)") }
     }
 
+    /// Whether a call may take `w` tokens (S = `w`).
+    public func accepts(width w: Int) -> Bool {
+        switch width {
+        case let .range(lo, hi): return w >= lo && w <= hi
+        case let .enumerated(sizes): return sizes.contains(w)
+        case let .fixed(f): return w == f
+        }
+    }
+
     /// The widths a call can use for `n` pending tokens (largest first), and whether the chunk
     /// must be padded to the width.
     public func chunk(for n: Int, limit: Int?) -> (take: Int, width: Int) {

@@ -12,22 +12,23 @@ public final class StateStore {
     public private(set) var buffers: [String: StateBuffer] = [:]
     /// State names in function-input order.
     public let names: [String]
-    /// The function the states belong to (for error messages).
-    public let function: String
+    /// The function whose states these are (for error messages).
+    public let functionName: String
 
     /// One zeroed buffer per `state<tensor<…>>` input of `function`.
-    /// - Throws: `InterpreterError.badState` for a state whose shape is not static.
+    /// - Throws: `InterpreterError.badState` naming the function and state: a shape that is not
+    ///   static, an element count that overflows, or memory that cannot be mapped.
     public init(function: Function) throws {
         var names: [String] = []
-        self.function = function.name
         for v in function.stateInputs {
             guard let t = v.type.stateWrappedTensor else { continue }
-            do { buffers[v.name] = try StateBuffer(name: v.name, type: t) } catch {
-                throw InterpreterError.badState(function: function.name, name: v.name, reason: "shape \(t) is not static")
+            do { buffers[v.name] = try StateBuffer(name: v.name, type: t) } catch let InterpreterError.badState(_, _, reason) {
+                throw InterpreterError.badState(function: function.name, name: v.name, reason: reason)
             }
             names.append(v.name)
         }
         self.names = names
+        functionName = function.name
     }
 
     /// Zeroes every buffer (their pages stop being resident).
@@ -69,10 +70,10 @@ public final class StateStore {
             let t = try NPY.read(path: path)
             let buf = buffers[name]!
             guard t.shape == buf.shape else {
-                throw InterpreterError.badState(function: function, name: name, reason: "\(path) has shape \(t.shape), the state is \(buf.shape)")
+                throw InterpreterError.badState(function: functionName, name: name, reason: "\(path) has shape \(t.shape), the state is \(buf.shape)")
             }
             do { try buf.write(t) } catch let e as KernelError {
-                throw InterpreterError.badState(function: function, name: name, reason: "\(path): \(e.reason)")
+                throw InterpreterError.badState(function: functionName, name: name, reason: "\(path): \(e.reason)")
             }
         }
     }

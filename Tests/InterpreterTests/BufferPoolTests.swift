@@ -86,4 +86,26 @@ final class BufferPoolTests: XCTestCase {
         pool.endRun()  // not used since: dropped
         XCTAssertEqual(pool.freeBytes, 0)
     }
+
+    /// The same plan run from several threads at once: runs take turns on the plan's pool and
+    /// constant caches (no crash, every result that of a serial run).
+    func testConcurrentRunsOfOnePlan() throws {
+        let model = try ModelLoader.load(path: StatefulModelTests.modelsDir + "mixed_dtypes.mlpackage")
+        let inputs = try NPZ.read(path: StatefulModelTests.modelsDir + "inputs/mixed_dtypes.npz")
+        let plan = try ExecutionPlan(function: model.program.function(named: model.defaultFunctionName)!)
+        let want = try plan.run(inputs: inputs)
+        let bad = UnsafeMutablePointer<Int>.allocate(capacity: 1)
+        bad.initialize(to: 0)
+        defer { bad.deallocate() }
+        let lock = NSLock()
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<100 {
+                let got = try? plan.run(inputs: inputs)
+                var ok = got != nil
+                if let got { for (k, v) in want where got[k]?.floats != v.floats && got[k]?.ints != v.ints { ok = false } }
+                if !ok { lock.lock(); bad.pointee += 1; lock.unlock() }
+            }
+        }
+        XCTAssertEqual(bad.pointee, 0, "concurrent runs gave wrong results")
+    }
 }

@@ -187,4 +187,113 @@ final class KVCacheFusionTests: XCTestCase {
         XCTAssertEqual(plan.fusions["state_write"], 2)
         XCTAssertEqual(readStates(plan), 2)
     }
+
+    /// Attention over the cache as read *before* new rows are scattered into it, the write_state
+    /// coming after the attention: the K read is looked through (the attention reads the state
+    /// in place), so the scatter must not be fused into an in-place write at its own position,
+    /// which would put the new rows in the cache before the attention reads it.
+    func buildReadBeforeWrite(scaleInput: Bool, h: Int = 4, kv: Int = 2, s: Int = 2, d: Int = 16, ctx: Int = 8) -> Function {
+        let b = ProgramBuilder()
+        let cache: MILType = .tensor(.fp16, [1, kv, ctx, d])
+        let q = b.input("q", .tensor(.fp32, [1, h, s, d]))
+        let kNew = b.input("k_new", .tensor(.fp32, [1, kv, s, d]))
+        let idx = b.input("idx", .tensor(.int32, [s]))
+        let mask = b.input("mask", .tensor(.fp32, [1, 1, s, ctx]))
+        let scaleIn = scaleInput ? b.input("scale", .tensor(.fp32, [])) : nil
+        let kc = b.input("k_cache", .state(cache)), vc = b.input("v_cache", .state(cache))
+        let rOld = b.apply("read_state", ["input": kc], cache, name: "k_old")
+        let rW = b.apply("read_state", ["input": kc], cache, name: "k_for_write")
+        let axis = b.const("axis", ints: [2], shape: [])
+        let mode = b.const("mode", .string("update"))
+        let u = b.apply("scatter", ["data": rW, "indices": idx, "updates": kNew, "axis": axis, "mode": mode], cache, name: "k_upd")
+        let rv = b.apply("read_state", ["input": vc], cache, name: "v_read")
+        let rep = h / kv
+        func repeated(_ x: Value, _ name: String) -> Value {
+            let axes = b.const("\(name)_axes", ints: [2], shape: [1])
+            let e = b.apply("expand_dims", ["x": x, "axes": axes], .tensor(.fp16, [1, kv, 1, ctx, d]))
+            let reps = b.const("\(name)_reps", ints: [1, 1, Int32(rep), 1, 1], shape: [5])
+            let t = b.apply("tile", ["x": e, "reps": reps], .tensor(.fp16, [1, kv, rep, ctx, d]))
+            let shape = b.const("\(name)_shape", ints: [1, Int32(h), Int32(ctx), Int32(d)], shape: [4])
+            return b.apply("reshape", ["x": t, "shape": shape], .tensor(.fp16, [1, h, ctx, d]))
+        }
+        let kt = repeated(rOld, "k"), vt = repeated(rv, "v")
+        let f = b.const("f", bools: [false], shape: []), t = b.const("t", bools: [true], shape: [])
+        let scores = b.apply("matmul", ["x": q, "y": kt, "transpose_x": f, "transpose_y": t], .tensor(.fp32, [1, h, s, ctx]))
+        let scale = scaleIn ?? b.const("scale", floats: [0.25], shape: [])
+        let scaled = b.apply("mul", ["x": scores, "y": scale], .tensor(.fp32, [1, h, s, ctx]))
+        let masked = b.apply("add", ["x": scaled, "y": mask], .tensor(.fp32, [1, h, s, ctx]))
+        let smAxis = b.const("sm_axis", ints: [-1], shape: [])
+        let p = b.apply("softmax", ["x": masked, "axis": smAxis], .tensor(.fp32, [1, h, s, ctx]))
+        let o = b.apply("matmul", ["x": p, "y": vt, "transpose_x": f, "transpose_y": f], .tensor(.fp32, [1, h, s, d]), name: "o")
+        b.op("write_state", ["input": kc, "data": u], nil, name: "k_write")
+        return b.function(outputs: [o])
+    }
+
+    func testFusedWriteDoesNotOvertakeAnInPlaceRead() throws {
+        let (h, kv, s, d, ctx) = (4, 2, 2, 16, 8)
+        func run(_ scaleInput: Bool) throws -> ([[Float]], ExecutionPlan) {
+            let fn = buildReadBeforeWrite(scaleInput: scaleInput)
+            let plan = try ExecutionPlan(function: fn)
+            var states: [String: StateBuffer] = [:]
+            for v in fn.stateInputs { states[v.name] = try StateBuffer(name: v.name, type: v.type.stateWrappedTensor!) }
+            try states["v_cache"]!.write(Tensor(.fp16, shape: [1, kv, ctx, d], floats: (0..<(kv * ctx * d)).map { Float($0 % 7) - 3 }))
+            var g = Rand(state: 5)
+            var outs: [[Float]] = []
+            for call in 0..<3 {
+                let pos = call * s
+                var mask = [Float](repeating: -1e4, count: s * ctx)
+                for r in 0..<s { for c in 0...(pos + r) { mask[r * ctx + c] = 0 } }
+                var inputs: [String: Tensor] = [
+                    "q": Tensor(.fp32, shape: [1, h, s, d], floats: g.array(h * s * d)),
+                    "k_new": Tensor(.fp32, shape: [1, kv, s, d], floats: g.array(kv * s * d)),
+                    "idx": Tensor(.int32, shape: [s], ints: (0..<s).map { Int32(pos + $0) }),
+                    "mask": Tensor(.fp32, shape: [1, 1, s, ctx], floats: mask),
+                ]
+                if scaleInput { inputs["scale"] = Tensor.scalar(0.25) }
+                outs.append(try XCTUnwrap(try plan.run(inputs: inputs, states: states)["o"]).floats)
+            }
+            return (outs, plan)
+        }
+        let (fused, fplan) = try run(false)
+        let (plain, pplan) = try run(true)
+        XCTAssertEqual(fplan.fusions["attention"], 1)
+        XCTAssertNil(fplan.fusions["state_write"], "the K write stays after the attention that reads the old cache")
+        XCTAssertNil(pplan.fusions["attention"])
+        for i in 0..<3 {
+            let err = zip(fused[i], plain[i]).map { abs($0 - $1) }.max() ?? .nan
+            XCTAssertLessThanOrEqual(err, 1e-5, "call \(i): fused attention sees the cache after the write")
+        }
+    }
+
+    /// A NaN in the additive mask makes the graph's softmax row NaN: the fused attention gives
+    /// NaN in the same places (it does not skip the NaN column as if it were masked).
+    func testNaNMaskColumnGivesNaNLikeTheGraph() throws {
+        for nanCol in [0, 5] {
+            func run(_ l: Layer) throws -> [Float] {
+                let f = build(l)
+                let plan = try ExecutionPlan(function: f)
+                var states: [String: StateBuffer] = [:]
+                for v in f.stateInputs { states[v.name] = try StateBuffer(name: v.name, type: v.type.stateWrappedTensor!) }
+                var g = Rand(state: 3)
+                var mask = [Float](repeating: 0, count: l.s * l.ctx)
+                mask[nanCol] = .nan
+                var inputs: [String: Tensor] = [
+                    "q": Tensor(.fp32, shape: [1, l.h, l.s, l.d], floats: g.array(l.h * l.s * l.d)),
+                    "k_new": Tensor(.fp32, shape: [1, l.kv, l.s, l.d], floats: g.array(l.kv * l.s * l.d)),
+                    "v_new": Tensor(.fp32, shape: [1, l.kv, l.s, l.d], floats: g.array(l.kv * l.s * l.d)),
+                    "idx": Tensor(.int32, shape: [l.s], ints: (0..<Int32(l.s)).map { $0 }),
+                    "begin": Tensor(.int32, shape: [4], ints: [0, 0, 0, 0]),
+                    "end": Tensor(.int32, shape: [4], ints: [1, Int32(l.kv), Int32(l.s), Int32(l.d)]),
+                    "mask": Tensor(.fp32, shape: [1, 1, l.s, l.ctx], floats: mask),
+                ]
+                if l.scaleInput { inputs["scale"] = Tensor.scalar(0.25) }
+                return try XCTUnwrap(try plan.run(inputs: inputs, states: states)["o"]).floats
+            }
+            var l = Layer()
+            let fused = try run(l)
+            l.scaleInput = true
+            let plain = try run(l)
+            XCTAssertEqual(fused.map(\.isNaN), plain.map(\.isNaN), "NaN pattern differs, NaN mask column \(nanCol)")
+        }
+    }
 }

@@ -237,7 +237,9 @@ final class StateBufferTests: XCTestCase {
         // A file of the wrong shape is refused; the state keeps its values.
         try NPY.write(Tensor(.fp32, shape: [4], floats: [1, 2, 3, 4]), path: dir + "/acc.npy")
         XCTAssertThrowsError(try back.load(from: dir)) { e in
-            guard case .badState = e as? InterpreterError else { return XCTFail("\(e)") }
+            guard case let .badState(function, name, _) = e as? InterpreterError else { return XCTFail("\(e)") }
+            XCTAssertEqual(function, f.name, "the error names the function (was '')")
+            XCTAssertEqual(name, "acc")
         }
         XCTAssertEqual(back.buffers["acc"]!.tensor().floats, store.buffers["acc"]!.tensor().floats)
         back.reset()
@@ -247,5 +249,19 @@ final class StateBufferTests: XCTestCase {
         _ = try plan.run(inputs: ["x": Tensor(.fp32, shape: [3], floats: [1, 1, 1])], states: back.buffers)
         _ = try plan.run(inputs: ["x": Tensor(.fp32, shape: [3], floats: [1, 1, 1])], states: back.buffers)
         XCTAssertEqual(back.buffers["acc"]!.tensor().floats, [2, 2, 2])
+    }
+
+    /// A state too large to count keeps its own reason (it was reported as "not static").
+    func testStateStoreKeepsTheReason() throws {
+        let b = ProgramBuilder()
+        let x = b.input("x", .tensor(.fp32, [1]))
+        _ = b.input("huge", .state(.tensor(.fp16, [1 << 40, 1 << 40])))
+        let f = b.function(outputs: [x])
+        XCTAssertThrowsError(try StateStore(function: f)) { e in
+            guard case let .badState(function, name, reason) = e as? InterpreterError else { return XCTFail("\(e)") }
+            XCTAssertEqual(function, f.name)
+            XCTAssertEqual(name, "huge")
+            XCTAssertTrue(reason.contains("too many elements"), reason)
+        }
     }
 }
