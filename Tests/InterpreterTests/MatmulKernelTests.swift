@@ -2,12 +2,14 @@ import Foundation
 import GraphIR
 @testable import Interpreter
 import XCTest
+import CKernels
 
 /// linear / matmul / einsum / scaled_dot_product_attention / conv / conv_transpose / pools.
 ///
-/// 1. Each fast kernel (CKernels, both the AVX2+FMA and the portable body, single- and
-///    multi-threaded) against its scalar Swift reference on random shapes with odd sizes,
-///    strides, bias, accumulation and quantized weights with and without offsets.
+/// 1. Each fast kernel (CKernels, every SIMD level the CPU has — AVX-512, AVX2+FMA, portable —
+///    single- and multi-threaded) against its scalar Swift reference on random shapes with odd
+///    sizes, strides, bias, accumulation and quantized weights with and without offsets, with
+///    fp32 and fp16 scales.
 /// 2. Vectors from torch / numpy (`tools/opvectors_linalg.py`).
 /// 3. `testBenchmarkLinear` prints GFLOP/s when `FORGE_BENCH=1` (not a timed test).
 final class MatmulKernelTests: XCTestCase {
@@ -30,11 +32,18 @@ final class MatmulKernelTests: XCTestCase {
     static let shapes: [(Int, Int, Int)] = [
         (1, 1, 1), (1, 7, 5), (1, 33, 70), (2, 9, 17), (3, 13, 8), (4, 3, 8), (5, 7, 9), (7, 11, 13),
         (13, 29, 31), (33, 65, 47), (64, 50, 100), (6, 17, 0), (9, 40, 3), (1, 100, 257),
+        (17, 33, 16), (9, 64, 32), (20, 70, 530),
     ]
 
-    /// Both CKernels bodies; and, for each, single-threaded and forced multi-threaded.
+    /// The SIMD levels this CPU runs, best first (2 AVX-512, 1 AVX2+FMA+F16C, 0 portable).
+    static let levels: [Int] = {
+        GEMM.simdLevel = -1
+        return Array((0...GEMM.simdLevel).reversed())
+    }()
+
+    /// Every CKernels level; and, for each, single-threaded and forced multi-threaded.
     func eachConfiguration(_ body: (String) throws -> Void) rethrows {
-        for level in [-1, 0] {
+        for level in Self.levels {
             GEMM.simdLevel = level
             for grain in [Int.max, 1] {
                 GEMM.parallelGrain = grain
@@ -112,7 +121,7 @@ final class MatmulKernelTests: XCTestCase {
     static let qLayouts: [(Int, Int, [Int])] = [
         (40, 64, [40, 2]), (37, 96, [37, 3]), (13, 48, [13, 3]), (11, 40, [11, 5]), (9, 35, [9, 7]),
         (21, 70, [21, 1]), (10, 24, [1, 1]), (12, 24, [3, 24]), (16, 32, [8, 4]), (50, 33, [50, 1]),
-        (6, 1040, [6, 130]),
+        (6, 1040, [6, 130]), (70, 576, [70, 18]), (33, 1088, [33, 17]), (9, 1600, [9, 50]), (19, 80, [19, 5]),
     ]
 
     func testQuantizedNTMatchesReference() throws {
@@ -162,6 +171,131 @@ final class MatmulKernelTests: XCTestCase {
                         }
                         assertClose(got, want, tol: 2e-5 * Float(k), "qNN \(cfg) \(k)x\(n) scale \(ss) offset \(withOffset) m \(m)")
                     }
+                }
+            }
+        }
+    }
+
+    // MARK: - C entry points with both scale forms
+
+    /// The `fk_qmatrix` of `q` with fp32 scales, or with its scales as fp16 bits (`scale_h`;
+    /// the test scales are fp16-exact, so both describe the same matrix).
+    func withQMatrix<R>(_ q: QuantizedTensor, half: Bool, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
+        let l = try XCTUnwrap(QuantizedGEMM.layout(q))
+        let bits = q.scale.map { Float16($0).bitPattern }
+        XCTAssertEqual(bits.map { Float(Float16(bitPattern: $0)) }, q.scale, "test scales must be fp16-exact")
+        return try q.data.withUnsafeBufferPointer { d in
+            try q.scale.withUnsafeBufferPointer { s in
+                try bits.withUnsafeBufferPointer { h in
+                    try MatmulKernels.withOptionalBase(q.offset) { o in
+                        var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: half ? nil : s.baseAddress, offset: o,
+                                           block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD,
+                                           scale_h: half ? h.baseAddress : nil)
+                        return try body(&m)
+                    }
+                }
+            }
+        }
+    }
+
+    /// `fk_qgemm_nt` called directly (a row range `n0 ..< n` of W, strided A and C, bias,
+    /// accumulation), fp32 and fp16 scales, M = 1 ... 9, at every level.
+    func testQuantizedNTEntryPointBothScaleForms() throws {
+        var rng = MMRandom(seed: 12)
+        for level in Self.levels {
+            GEMM.simdLevel = level
+            for (n, k, ss) in Self.qLayouts {
+                for withOffset in [false, true] {
+                    let q = rng.quantized(shape: [n, k], scaleShape: ss, offset: withOffset)
+                    for m in [1, 2, 3, 4, 5, 6, 7, 9] {
+                        let lda = k + m % 3, ldc = n + 1
+                        let a = rng.floats(m * lda)
+                        let bias = rng.floats(n)
+                        let c0 = rng.floats(m * ldc)
+                        var full = [Float](repeating: 0, count: m * n)
+                        a.withUnsafeBufferPointer { ap in
+                            full.withUnsafeMutableBufferPointer { cp in
+                                QuantizedGEMM.referenceNT(m: m, a: ap.baseAddress!, lda: lda, weight: q, c: cp.baseAddress!, ldc: n)
+                            }
+                        }
+                        for half in [false, true] {
+                            let acc = (m + (half ? 1 : 0)) % 2 == 1
+                            let n0 = m % 3 == 0 ? 0 : min(n - 1, 1 + m % 5)
+                            let useBias = m % 2 == 0
+                            var got = c0
+                            try withQMatrix(q, half: half) { w in
+                                a.withUnsafeBufferPointer { ap in
+                                    bias.withUnsafeBufferPointer { bp in
+                                        got.withUnsafeMutableBufferPointer { cp in
+                                            fk_qgemm_nt(m, n - n0, k, ap.baseAddress!, lda, w, n0, cp.baseAddress!, ldc,
+                                                        useBias ? bp.baseAddress! + n0 : nil, acc ? 1 : 0)
+                                        }
+                                    }
+                                }
+                            }
+                            var want = c0
+                            for i in 0..<m {
+                                for j in 0..<(n - n0) {
+                                    let v = full[i * n + n0 + j] + (useBias ? bias[n0 + j] : 0)
+                                    want[i * ldc + j] = acc ? c0[i * ldc + j] + v : v
+                                }
+                            }
+                            assertClose(got, want, tol: 2e-5 * Float(k),
+                                        "fk_qgemm_nt level \(GEMM.simdLevel) \(n)x\(k) scale \(ss) offset \(withOffset) m \(m) n0 \(n0) fp16 \(half) acc \(acc)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `fk_dequant` of sub-rectangles (aligned and not), fp32 and fp16 scales, every level:
+    /// exactly `scale · (q − offset)`.
+    func testDequantEntryPointBothScaleForms() throws {
+        var rng = MMRandom(seed: 13)
+        for level in Self.levels {
+            GEMM.simdLevel = level
+            for (n, k, ss) in Self.qLayouts {
+                for withOffset in [false, true] {
+                    let q = rng.quantized(shape: [n, k], scaleShape: ss, offset: withOffset)
+                    for (r0, c0) in [(0, 0), (1, 3), (n / 2, k / 2), (0, 32 % k)] {
+                        let rows = n - r0, cols = k - c0, ldo = cols + 2
+                        for half in [false, true] {
+                            var got = [Float](repeating: -7777, count: rows * ldo)  // the gaps stay untouched
+                            try withQMatrix(q, half: half) { w in
+                                got.withUnsafeMutableBufferPointer { o in fk_dequant(w, r0, rows, c0, cols, o.baseAddress!, ldo) }
+                            }
+                            var want = got
+                            for i in 0..<rows { for c in 0..<cols { want[i * ldo + c] = QuantizedGEMM.referenceValue(q, r0 + i, c0 + c) } }
+                            if let i = (0..<got.count).first(where: { got[$0] != want[$0] }) {
+                                XCTFail("fk_dequant level \(GEMM.simdLevel) \(n)x\(k) scale \(ss) offset \(withOffset) at (\(r0), \(c0)) fp16 \(half): element \(i) is \(got[i]), expected \(want[i])")
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `QuantizedGEMM.nt` with `accumulate` (the decode and prefill routes, every level).
+    func testQuantizedNTAccumulates() throws {
+        var rng = MMRandom(seed: 14)
+        try eachConfiguration { cfg in
+            for (n, k, ss) in [(70, 576, [70, 18]), (37, 96, [37, 3])] {
+                let q = rng.quantized(shape: [n, k], scaleShape: ss, offset: false)
+                for m in [1, 3, 4, 12] {
+                    let a = rng.floats(m * k), c0 = rng.floats(m * n)
+                    var got = c0, want = [Float](repeating: 0, count: m * n)
+                    try a.withUnsafeBufferPointer { ap in
+                        try got.withUnsafeMutableBufferPointer { cp in
+                            try QuantizedGEMM.nt(m: m, a: ap.baseAddress!, lda: k, weight: q, c: cp.baseAddress!, ldc: n, accumulate: true)
+                        }
+                        want.withUnsafeMutableBufferPointer { cp in
+                            QuantizedGEMM.referenceNT(m: m, a: ap.baseAddress!, lda: k, weight: q, c: cp.baseAddress!, ldc: n)
+                        }
+                    }
+                    for i in 0..<want.count { want[i] += c0[i] }
+                    assertClose(got, want, tol: 2e-5 * Float(k), "qNT accumulate \(cfg) \(n)x\(k) m \(m)")
                 }
             }
         }
@@ -488,7 +622,8 @@ struct MMRandom {
     mutating func quantized(shape: [Int], scaleShape: [Int], offset: Bool) -> QuantizedTensor {
         let n = shape.reduce(1, *), s = scaleShape.reduce(1, *)
         return QuantizedTensor(dtype: .fp32, shape: shape, data: (0..<n).map { _ in int8() },
-                               scale: (0..<s).map { _ in 0.001 + 0.02 * abs(float()) }, scaleShape: scaleShape,
+                               // fp16-exact scales: the same matrix with fp32 or fp16 (`scale_h`) scales
+                               scale: (0..<s).map { _ in Float(Float16(0.001 + 0.02 * abs(float()))) }, scaleShape: scaleShape,
                                offset: offset ? (0..<s).map { _ in (4 * float()).rounded() } : nil)
     }
 }
