@@ -9,9 +9,10 @@
 //    are scaled first (one multiply, shared) and each row takes one FMA. One horizontal sum per
 //    output at the end; offsets are folded in as scale·offset·Σx per block. Weights are
 //    prefetched a few KB ahead (they stream from DRAM at decode).
-//  * more rows (prefill): panels of 32 weight rows are dequantized, transposed into a k-major
-//    32-wide panel (KC columns of K at a time, L1/L2 sized), and multiplied with an 8×32
-//    register tile (16 zmm accumulators, A broadcast from memory).
+//  * more rows (prefill): panels of 32 weight rows are transposed as int8 (byte unpacks) and
+//    dequantized into a k-major 32-wide fp32 panel (KC columns of K at a time, L1/L2 sized),
+//    multiplied with an 8×32 register tile (16 zmm accumulators, A broadcast from memory); the
+//    next panel's int8 rows are prefetched into L2 meanwhile.
 // fp32 A · Bᵀ (fk_sgemm_nt) packs B the same way; A · B (fk_sgemm_nn) reads B's rows in place.
 // Shapes the fast paths do not cover (input-axis blocks not a multiple of 16, small-M fp32 NT)
 // go to the level-1 (AVX2) bodies.
@@ -331,6 +332,72 @@ AI5 void pack_nt(const float *B, long ldb, int nr, long kc, float *Bp) {
     }
 }
 
+/// Bp[k*32 + j] = W(r0 + j, k0 + k) for j < nr (≤ 32), k < kc; zero for nr ≤ j < 32: the
+/// int8 rows are transposed as bytes (16 × 16 blocks, four at a time, in 4 unpack stages),
+/// then widened and dequantized 16 output columns at a time with per-column scale / offset
+/// vectors. Needs block_cols % 16 == 0 and k0 % 16 == 0 (a run of 16 columns is in one block).
+AI5 void pack_q(const fk_qmatrix *W, long r0, int nr, long k0, long kc, float *Bp) {
+    const long bc = W->block_cols;
+    const long b0 = k0 / bc, nbk = (k0 + kc - 1) / bc - b0 + 1;  // blocks touched (≤ KC/16 + 1)
+    // Scales and offsets of the panel, transposed: st[b][j] for the rows j of the panel.
+    float st[KC / 16 + 1][NRP] __attribute__((aligned(64)));
+    float ot[KC / 16 + 1][NRP] __attribute__((aligned(64)));
+    for (int j = 0; j < NRP; j++) {
+        const long srow = j < nr ? ((r0 + j) / W->block_rows) * W->scale_ld + b0 : 0;
+        for (long b = 0; b < nbk; b++) {
+            st[b][j] = j >= nr ? 0.0f : W->scale ? W->scale[srow + b] : _cvtsh_ss(W->scale_h[srow + b]);
+            ot[b][j] = j < nr && W->offset ? W->offset[srow + b] : 0.0f;
+        }
+    }
+    for (int jb = 0; jb < NRP; jb += 16) {
+        if (jb >= nr) {
+            for (long k = 0; k < kc; k++) _mm512_store_ps(Bp + k * NRP + jb, _mm512_setzero_ps());
+            continue;
+        }
+        for (long kk = 0; kk < kc; kk += 64) {
+            const __mmask64 km = kc - kk >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (kc - kk)) - 1);
+            __m512i r[16], t[16];
+            for (int j = 0; j < 16; j++)
+                r[j] = jb + j < nr ? _mm512_maskz_loadu_epi8(km, W->data + (r0 + jb + j) * W->ld + k0 + kk) : _mm512_setzero_si512();
+            // Per 128-bit lane l (columns kk + 16l ..< kk + 16l + 16): 16 × 16 byte transpose.
+            for (int i = 0; i < 8; i++) {
+                t[i] = _mm512_unpacklo_epi8(r[2 * i], r[2 * i + 1]);      // word w: rows 2i, 2i+1 at column w
+                t[8 + i] = _mm512_unpackhi_epi8(r[2 * i], r[2 * i + 1]);  // ... at column 8 + w
+            }
+            for (int h = 0; h < 2; h++)
+                for (int i = 0; i < 4; i++) {  // u[g*4 + i], g = 2h (+1): dword d = rows 4i..4i+3 at column 4g + d
+                    r[h * 8 + i] = _mm512_unpacklo_epi16(t[h * 8 + 2 * i], t[h * 8 + 2 * i + 1]);
+                    r[h * 8 + 4 + i] = _mm512_unpackhi_epi16(t[h * 8 + 2 * i], t[h * 8 + 2 * i + 1]);
+                }
+            for (int g = 0; g < 4; g++)
+                for (int p = 0; p < 2; p++) {  // qword e = rows 8p..8p+7 at column 4g + e (+ 2)
+                    t[g * 4 + 2 * p] = _mm512_unpacklo_epi32(r[g * 4 + 2 * p], r[g * 4 + 2 * p + 1]);
+                    t[g * 4 + 2 * p + 1] = _mm512_unpackhi_epi32(r[g * 4 + 2 * p], r[g * 4 + 2 * p + 1]);
+                }
+            for (int g = 0; g < 4; g++)
+                for (int e = 0; e < 2; e++) {  // column 4g + 2e (+ 1): rows 0..7 then 8..15
+                    r[4 * g + 2 * e] = _mm512_unpacklo_epi64(t[g * 4 + e], t[g * 4 + 2 + e]);
+                    r[4 * g + 2 * e + 1] = _mm512_unpackhi_epi64(t[g * 4 + e], t[g * 4 + 2 + e]);
+                }
+            for (int l = 0; l < 4; l++) {
+                const long kl = kk + 16 * l;
+                if (kl >= kc) break;
+                const long b = (k0 + kl) / bc - b0;
+                const __m512 sv = _mm512_load_ps(st[b] + jb), ov = _mm512_load_ps(ot[b] + jb);
+                const long kn = lmin5(16, kc - kl);
+                for (long c = 0; c < kn; c++) {
+                    const __m128i q = l == 0 ? _mm512_castsi512_si128(r[c])
+                                    : l == 1 ? _mm512_extracti32x4_epi32(r[c], 1)
+                                    : l == 2 ? _mm512_extracti32x4_epi32(r[c], 2)
+                                             : _mm512_extracti32x4_epi32(r[c], 3);
+                    const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+                    _mm512_store_ps(Bp + (kl + c) * NRP + jb, _mm512_mul_ps(_mm512_sub_ps(v, ov), sv));
+                }
+            }
+        }
+    }
+}
+
 /// Panel buffers of the prefill route: the packed panel and (quantized weights) the
 /// dequantized rows it is transposed from.
 typedef struct {
@@ -362,9 +429,21 @@ static T512 int qgemm_panel512(FK_ARGS_Q) {
         const int nc = (int)lmin5(NRP, N - j);
         for (long k0 = 0; k0 < K || k0 == 0; k0 += KC) {
             const long kc = lmin5(KC, K - k0);
-            if (kc > 0) {
+            if (kc > 0 && W->block_cols % 16 == 0) {
+                pack_q(W, n0 + j, nc, k0, kc, pb.bp);
+            } else if (kc > 0) {
                 dequant512(W, n0 + j, nc, k0, kc, pb.tmp, kc);
                 pack_nt(pb.tmp, kc, nc, kc, pb.bp);
+            }
+            // The int8 rows of the next panel stream from DRAM: fetch them into L2 while the
+            // tile kernel works on this one.
+            const long nk0 = k0 + KC < K ? k0 + KC : 0, nj = k0 + KC < K ? j : j + NRP;
+            if (nj < N) {
+                const long nkc = lmin5(KC, K - nk0), rows = lmin5(NRP, N - nj);
+                for (long r = 0; r < rows; r++) {
+                    const char *p = (const char *)(W->data + (n0 + nj + r) * W->ld + nk0);
+                    for (long o = 0; o < nkc; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+                }
             }
             panel_rows(M, kc, A + k0, lda, pb.bp, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL, k0 == 0 ? acc : 1);
         }
