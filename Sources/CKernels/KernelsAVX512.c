@@ -26,6 +26,11 @@
 
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define AI5 static inline __attribute__((always_inline)) T512
+#if defined(__OPTIMIZE__)
+#define FK_DEBUG_NOINLINE
+#else
+#define FK_DEBUG_NOINLINE __attribute__((noinline))
+#endif
 
 static inline long lmin5(long a, long b) { return a < b ? a : b; }
 
@@ -178,16 +183,31 @@ AI5 void qv_tile(const int M, const int nr, const int has_off, const long BC, lo
         }
 }
 
-#define QV_CASE(MM, NRR, OFF, B)                                                                           \
-    case ((MM) * 16 + (NRR)) * 4 + (OFF) * 2 + ((B) != 0):                                                 \
-        qv_tile(MM, NRR, OFF, B, K, A, lda, xsum, W, n, C, ldc, bias, acc);                                \
+// One function per instance: without optimization (debug builds) the instances inlined into
+// one switch would share a frame of ~300 KB; with it they are inlined back into the switch.
+#define QV_PARAMS long K, const float *A, long lda, const float *xsum, const fk_qmatrix *W, long n, float *C, long ldc, \
+                  const float *bias, int acc
+#define QV_FN(MM, NRR, OFF, B)                                                  \
+    static T512 FK_DEBUG_NOINLINE void qv_##MM##_##NRR##_##OFF##_##B(QV_PARAMS) { \
+        qv_tile(MM, NRR, OFF, B, K, A, lda, xsum, W, n, C, ldc, bias, acc);     \
+    }
+#define QV_FNS_M(MM, NRR) \
+    QV_FN(MM, NRR, 0, 0) QV_FN(MM, NRR, 0, 32) QV_FN(MM, NRR, 1, 0) QV_FN(MM, NRR, 1, 32) \
+    QV_FN(MM, 1, 0, 0) QV_FN(MM, 1, 0, 32) QV_FN(MM, 1, 1, 0) QV_FN(MM, 1, 1, 32)
+QV_FNS_M(1, QV_NR1)
+QV_FNS_M(2, QV_NR)
+QV_FNS_M(3, QV_NR)
+QV_FNS_M(4, QV_NR)
+
+#define QV_CASE(MM, NRR, OFF, B)                                     \
+    case ((MM) * 16 + (NRR)) * 4 + (OFF) * 2 + ((B) != 0):           \
+        qv_##MM##_##NRR##_##OFF##_##B(K, A, lda, xsum, W, n, C, ldc, bias, acc); \
         break;
 #define QV_CASES_M(MM, NRR) \
     QV_CASE(MM, NRR, 0, 0) QV_CASE(MM, NRR, 0, 32) QV_CASE(MM, NRR, 1, 0) QV_CASE(MM, NRR, 1, 32) \
     QV_CASE(MM, 1, 0, 0) QV_CASE(MM, 1, 0, 32) QV_CASE(MM, 1, 1, 0) QV_CASE(MM, 1, 1, 32)
 
-static T512 void qv_tile_any(int M, int nr, int has_off, int bc32, long K, const float *A, long lda, const float *xsum,
-                             const fk_qmatrix *W, long n, float *C, long ldc, const float *bias, int acc) {
+static T512 void qv_tile_any(int M, int nr, int has_off, int bc32, QV_PARAMS) {
     switch ((M * 16 + nr) * 4 + has_off * 2 + bc32) {
         QV_CASES_M(1, QV_NR1)
         QV_CASES_M(2, QV_NR)
@@ -271,11 +291,16 @@ AI5 void tile8x32(const int mr, const int masked, long K, const float *A, long l
     }
 }
 
-#define TILE_CASE(MRR, MSK) \
-    case (MRR) * 2 + (MSK): tile8x32(MRR, MSK, K, A, lda, B, ldb, C, ldc, nc, bias, acc); break;
+#define TILE_PARAMS long K, const float *A, long lda, const float *B, long ldb, float *C, long ldc, int nc, const float *bias, int acc
+#define TILE_FN(MRR, MSK) \
+    static T512 FK_DEBUG_NOINLINE void tile_##MRR##_##MSK(TILE_PARAMS) { tile8x32(MRR, MSK, K, A, lda, B, ldb, C, ldc, nc, bias, acc); }
+TILE_FN(1, 0) TILE_FN(2, 0) TILE_FN(3, 0) TILE_FN(4, 0) TILE_FN(5, 0) TILE_FN(6, 0) TILE_FN(7, 0) TILE_FN(8, 0)
+TILE_FN(1, 1) TILE_FN(2, 1) TILE_FN(3, 1) TILE_FN(4, 1) TILE_FN(5, 1) TILE_FN(6, 1) TILE_FN(7, 1) TILE_FN(8, 1)
 
-static T512 void tile_any(int mr, int masked, long K, const float *A, long lda, const float *B, long ldb, float *C, long ldc,
-                          int nc, const float *bias, int acc) {
+#define TILE_CASE(MRR, MSK) \
+    case (MRR) * 2 + (MSK): tile_##MRR##_##MSK(K, A, lda, B, ldb, C, ldc, nc, bias, acc); break;
+
+static T512 void tile_any(int mr, int masked, TILE_PARAMS) {
     switch (mr * 2 + masked) {
         TILE_CASE(1, 0) TILE_CASE(2, 0) TILE_CASE(3, 0) TILE_CASE(4, 0)
         TILE_CASE(5, 0) TILE_CASE(6, 0) TILE_CASE(7, 0) TILE_CASE(8, 0)

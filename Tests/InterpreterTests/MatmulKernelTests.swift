@@ -494,89 +494,91 @@ final class MatmulKernelTests: XCTestCase {
     // MARK: - benchmark (by hand)
 
     /// `FORGE_BENCH=1 swift test -c release --filter MatmulKernelTests/testBenchmarkLinear`
+    ///
+    /// Every case runs at each SIMD level (best first) and on 1 and all threads, interleaved
+    /// round by round (the machine may be shared: the best round of each is the least
+    /// disturbed one); prints the times and the speed-up of the best level over each other.
     func testBenchmarkLinear() throws {
         guard ProcessInfo.processInfo.environment["FORGE_BENCH"] == "1" else { throw XCTSkip("set FORGE_BENCH=1 to run") }
         var rng = MMRandom(seed: 10)
         let (k, n) = (576, 1536)
-        let w = Tensor(.fp32, shape: [n, k], floats: rng.floats(n * k))
-        let q = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: false)
-        let qOff = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: true)
-        let qPerChannel = rng.quantized(shape: [n, k], scaleShape: [n, 1], offset: false)
-        print("CKernels level \(GEMM.simdLevel), \(GEMM.cores) cores")
-        for m in [1, 64] {
-            let x = Tensor(.fp32, shape: [1, m, k], floats: rng.floats(m * k))
-            for (name, weight) in [("fp32", RuntimeValue.tensor(w)), ("int8 block32", .quantized(q)),
-                                   ("int8 block32+offset", .quantized(qOff)), ("int8 per-channel", .quantized(qPerChannel))] {
-                let inv = invocation("linear", ["x": .tensor(x), "weight": weight])
-                let flops = 2.0 * Double(m * n * k)
-                for _ in 0..<5 { _ = try MatmulKernels.linear(inv) }
-                // Best of 25 rounds of ≥ 20 ms, one- and all-thread rounds interleaved (the
-                // machine may be shared: the best round is the least disturbed one).
-                var best = [Double.infinity, .infinity]
-                for _ in 0..<25 {
-                    for t in 0..<2 {
-                        GEMM.parallelGrain = t == 0 ? Int.max : GEMM.defaultParallelGrain
+        let levels = Self.levels
+        let threadModes = GEMM.cores > 1 ? [1, GEMM.cores] : [1]
+        print("CKernels levels \(levels), \(GEMM.cores) cores")
+        defer {
+            GEMM.simdLevel = -1
+            GEMM.parallelGrain = GEMM.defaultParallelGrain
+        }
+        /// Best seconds per (level, threads) of `body` over `rounds` rounds of ≥ `minTime`.
+        func measure(rounds: Int, minTime: Double, _ body: () throws -> Void) rethrows -> [[Double]] {
+            var best = [[Double]](repeating: [Double](repeating: .infinity, count: threadModes.count), count: levels.count)
+            for li in levels.indices {
+                GEMM.simdLevel = levels[li]
+                try body()  // warm-up
+            }
+            for _ in 0..<rounds {
+                for li in levels.indices {
+                    GEMM.simdLevel = levels[li]
+                    for ti in threadModes.indices {
+                        GEMM.parallelGrain = threadModes[ti] == 1 ? Int.max : GEMM.defaultParallelGrain
                         var iters = 0
                         let start = DispatchTime.now().uptimeNanoseconds
                         var elapsed = 0.0
                         repeat {
-                            _ = try MatmulKernels.linear(inv)
+                            try body()
                             iters += 1
                             elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-                        } while elapsed < 0.02
-                        best[t] = min(best[t], elapsed / Double(iters))
+                        } while elapsed < minTime
+                        best[li][ti] = min(best[li][ti], elapsed / Double(iters))
                     }
                 }
-                for t in 0..<2 {
-                    print(String(format: "linear [1,%d,%d]x[%d,%d]ᵀ %-20@ %-9@ %8.1f µs  %6.1f GFLOP/s",
-                                 m, k, n, k, name as NSString, (t == 0 ? "1 thread" : "\(GEMM.cores) threads") as NSString,
-                                 best[t] * 1e6, flops / best[t] / 1e9))
+            }
+            return best
+        }
+        func report(_ what: String, _ best: [[Double]], flops: Double? = nil, bytes: Double? = nil) {
+            for ti in threadModes.indices {
+                var line = String(format: "%-46@ %d thr:", what as NSString, threadModes[ti])
+                for li in levels.indices {
+                    let t = best[li][ti]
+                    line += String(format: "  L%d %8.1f µs", levels[li], t * 1e6)
+                    if let flops { line += String(format: " %6.1f GFLOP/s", flops / t / 1e9) }
+                    if let bytes { line += String(format: " %5.1f GB/s", bytes / t / 1e9) }
                 }
+                for li in levels.indices.dropFirst() { line += String(format: "  L%d/L%d x%.2f", levels[0], levels[li], best[li][ti] / best[0][ti]) }
+                print(line)
+            }
+        }
+
+        let w = Tensor(.fp32, shape: [n, k], floats: rng.floats(n * k))
+        let q = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: false)
+        let qOff = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: true)
+        let qPerChannel = rng.quantized(shape: [n, k], scaleShape: [n, 1], offset: false)
+        for m in [1, 3, 128] {
+            let x = Tensor(.fp32, shape: [1, m, k], floats: rng.floats(m * k))
+            for (name, weight) in [("fp32", RuntimeValue.tensor(w)), ("int8 block32", .quantized(q)),
+                                   ("int8 block32+offset", .quantized(qOff)), ("int8 per-channel", .quantized(qPerChannel))] {
+                let inv = invocation("linear", ["x": .tensor(x), "weight": weight])
+                let best = try measure(rounds: 15, minTime: 0.02) { _ = try MatmulKernels.linear(inv) }
+                report("linear [1,\(m),\(k)]x[\(n),\(k)]ᵀ \(name)", best, flops: 2.0 * Double(m * n * k))
             }
         }
         // Small decode products (k/v projections): worth splitting only with a cheap hand-off.
         for rows in [192, 576] {
             let qs = rng.quantized(shape: [rows, k], scaleShape: [rows, k / 32], offset: false)
             let inv = invocation("linear", ["x": .tensor(Tensor(.fp32, shape: [1, 1, k], floats: rng.floats(k))), "weight": .quantized(qs)])
-            var best = [Double.infinity, .infinity]
-            for _ in 0..<25 {
-                for t in 0..<2 {
-                    GEMM.parallelGrain = t == 0 ? Int.max : GEMM.defaultParallelGrain
-                    var iters = 0
-                    let start = DispatchTime.now().uptimeNanoseconds
-                    var elapsed = 0.0
-                    repeat {
-                        _ = try MatmulKernels.linear(inv)
-                        iters += 1
-                        elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-                    } while elapsed < 0.02
-                    best[t] = min(best[t], elapsed / Double(iters))
-                }
-            }
-            print(String(format: "linear [1,1,%d]x[%d,%d]ᵀ int8 block32: 1 thread %.1f µs, %d threads %.1f µs", k, rows, k, best[0] * 1e6, GEMM.cores, best[1] * 1e6))
+            let best = try measure(rounds: 15, minTime: 0.02) { _ = try MatmulKernels.linear(inv) }
+            report("linear [1,1,\(k)]x[\(rows),\(k)]ᵀ int8 block32", best)
         }
         // Decode-like streaming: weights bigger than the caches (DRAM bandwidth bound).
         let stream = (0..<48).map { _ in rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: false) }
         let lmHead = rng.quantized(shape: [49152, k], scaleShape: [49152, k / 32], offset: false)
         let x1 = Tensor(.fp32, shape: [1, 1, k], floats: rng.floats(k))
-        for (name, weights) in [("48 distinct 1536x576 int8 (42 MB)", stream), ("lm_head 49152x576 int8 (28 MB)", [lmHead])] {
+        for (name, weights) in [("stream 48 distinct 1536x576 int8 (42 MB)", stream), ("stream lm_head 49152x576 int8 (28 MB)", [lmHead])] {
             let invs = weights.map { invocation("linear", ["x": .tensor(x1), "weight": .quantized($0)]) }
             let bytes = Double(weights.map { $0.data.count + 4 * $0.scale.count }.reduce(0, +))
-            var best = [Double.infinity, .infinity]
-            for _ in 0..<8 {
-                for t in 0..<2 {
-                    GEMM.parallelGrain = t == 0 ? Int.max : GEMM.defaultParallelGrain
-                    let start = DispatchTime.now().uptimeNanoseconds
-                    for inv in invs { _ = try MatmulKernels.linear(inv) }
-                    best[t] = min(best[t], Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
-                }
-            }
-            for t in 0..<2 {
-                print(String(format: "stream %@, %@: %8.1f µs  %5.1f GB/s of weights", name as NSString,
-                             (t == 0 ? "1 thread" : "\(GEMM.cores) threads") as NSString, best[t] * 1e6, bytes / best[t] / 1e9))
-            }
+            let best = try measure(rounds: 8, minTime: 0) { for inv in invs { _ = try MatmulKernels.linear(inv) } }
+            report(name, best, bytes: bytes)
         }
-        GEMM.parallelGrain = GEMM.defaultParallelGrain
     }
 
     // MARK: - helpers
