@@ -277,6 +277,29 @@ final class MatmulKernelTests: XCTestCase {
         }
     }
 
+    /// fp16 scale bits outside the usual range (subnormals, the largest half, ±0) widen exactly
+    /// at every level (F16C, or the portable conversion at level 0).
+    func testFP16ScaleEdgeValues() {
+        let bits: [UInt16] = [0x0001, 0x03FF, 0x8200, 0xFBFF, 0x7BFF, 0x3C00, 0x0000, 0x8000, 0x0400, 0x3555, 0xC00F, 0x1234]
+        let k = 16 * bits.count
+        let data: [Int8] = (0..<k).map { Int8(truncatingIfNeeded: $0 * 37 + 11) }
+        for level in Self.levels {
+            GEMM.simdLevel = level
+            var got = [Float](repeating: 0, count: k)
+            data.withUnsafeBufferPointer { d in
+                bits.withUnsafeBufferPointer { h in
+                    var w = fk_qmatrix(data: d.baseAddress, ld: k, scale: nil, offset: nil, block_rows: 1, block_cols: 16,
+                                       scale_ld: bits.count, scale_h: h.baseAddress)
+                    got.withUnsafeMutableBufferPointer { o in fk_dequant(&w, 0, 1, 0, k, o.baseAddress!, k) }
+                }
+            }
+            for c in 0..<k {
+                let want = Float(data[c]) * Float(Float16(bitPattern: bits[c / 16]))
+                XCTAssertEqual(got[c].bitPattern, want.bitPattern, "level \(GEMM.simdLevel) scale bits \(String(bits[c / 16], radix: 16)) q \(data[c])")
+            }
+        }
+    }
+
     /// `QuantizedGEMM.nt` with `accumulate` (the decode and prefill routes, every level).
     func testQuantizedNTAccumulates() throws {
         var rng = MMRandom(seed: 14)
