@@ -492,8 +492,9 @@ T512 void fk__qgemm_nt_avx512(FK_ARGS_Q) {
 T512 void fk__sgemm_nt_avx512(FK_ARGS_NT) {
     if (M <= 0 || N <= 0) return;
     panel_buf pb;
-    if (M < 4 || !panel_alloc(&pb, 0)) {
-        // Matrix-vector shape (dot products along K): the level-1 body.
+    if (M < 4 || N < 24 || !panel_alloc(&pb, 0)) {
+        // Matrix-vector shape (dot products along K), or too few columns for 32-wide panels:
+        // the level-1 body.
         fk__sgemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
         return;
     }
@@ -510,6 +511,10 @@ T512 void fk__sgemm_nt_avx512(FK_ARGS_NT) {
 
 T512 void fk__sgemm_nn_avx512(FK_ARGS_NT) {
     if (M <= 0 || N <= 0) return;
+    if (N < 16) {  // mostly masked-off 32-wide strips: the level-1 body (8-wide strips)
+        fk__sgemm_nn_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
+        return;
+    }
     // Columns in strips of 32 (B's rows read in place, the last strip masked); rows in tiles of
     // 8; K in blocks so a strip of B stays in L1/L2 while the row tiles walk it.
     for (long k0 = 0; k0 < K || k0 == 0; k0 += KC) {
