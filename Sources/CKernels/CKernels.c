@@ -1,18 +1,23 @@
-// See include/CKernels.h. Every kernel body below is written once with GCC/Clang vector
-// extensions (8 x float) as an always-inline function, then instantiated twice: inside a
-// `target("avx2,fma")` function (x86-64 only) and inside a plain function compiled for the
-// baseline ISA. The public entry points choose one at run time (fk_simd_level).
+// See include/CKernels.h. Levels 0 and 1: every kernel body below is written once with
+// GCC/Clang vector extensions (8 x float) as an always-inline function, then instantiated
+// twice: inside a `target("avx2,fma,f16c")` function (x86-64 only) and inside a plain function
+// compiled for the baseline ISA. Level 2 (AVX-512) lives in KernelsAVX512.c. The public entry
+// points at the end choose a body at run time (fk_simd_level).
 //
 // The fp32 kernels are dot-product shaped ("NT": both operands walk along K contiguously)
 // with a 4x3 register tile of 8-wide accumulators (12 of the 16 ymm registers), or an
 // outer-product tile for "NN" (A broadcast, B rows along N). `c += a * b` contracts to one
 // FMA under -ffp-contract=on (clang's default) where FMA exists.
 //
+// fp16 block scales (fk_qmatrix.scale_h) are widened to fp32 a chunk of blocks at a time by a
+// per-level function passed to the bodies (portable C, or F16C), so the hot loops only ever
+// read fp32 scales.
+//
 // The file ends with a tiny worker pool (fk_parallel_run): workers spin for a while after a
 // job, so the ~20 µs products of a decode step can be split across cores at all.
 
 #define _GNU_SOURCE  // sched_getaffinity
-#include "CKernels.h"
+#include "ck_internal.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -38,8 +43,14 @@ AI v8f splat(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
 AI float hsum8(v8f v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
 AI long lmin(long a, long b) { return a < b ? a : b; }
 
-/// Prefetch distance (bytes ahead in the weight stream) of the int8 matrix-vector loop.
-#define PF_BYTES 4096
+/// Prefetch distance (bytes ahead in the weight stream) of the int8 matrix-vector loop, and
+/// its __builtin_prefetch locality (2 = prefetcht1: into L2).
+#ifndef PF_BYTES
+#define PF_BYTES 8192
+#endif
+#ifndef PF_LOC
+#define PF_LOC 2
+#endif
 
 /// Rows of A kept hot in L2 while the tiles walk all of B.
 #define L2_BYTES_FOR_A (192L * 1024L)
@@ -192,26 +203,54 @@ AI void sgemm_nn_body(long M, long N, long K, const float *A, long lda, const fl
 
 // MARK: - int8 block-quantized weights
 
-AI void dequant_body(const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo) {
+/// Widens `n` IEEE binary16 values to fp32 (one body per level: portable C, or F16C).
+typedef void (*h2f_fn)(const uint16_t *h, float *f, long n);
+
+static void h2f_row_gen(const uint16_t *h, float *f, long n) {
+    for (long i = 0; i < n; i++) f[i] = fk__h2f(h[i]);
+}
+
+/// Scales idx ..< idx+n of W as fp32: `W->scale` itself, or the fp16 scales widened into `buf`.
+AI const float *scales_of(const fk_qmatrix *W, long idx, long n, float *buf, h2f_fn cvt) {
+    if (W->scale) return W->scale + idx;
+    cvt(W->scale_h + idx, buf, n);
+    return buf;
+}
+
+AI float scale_at(const fk_qmatrix *W, long idx, h2f_fn cvt) {
+    float f;
+    return *scales_of(W, idx, 1, &f, cvt);
+}
+
+/// Blocks whose scales are widened at once (fp16 scales) in the int8 loops.
+#define SC_CHUNK 64
+
+AI void dequant_body(const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo, h2f_fn cvt) {
     const long bc = W->block_cols;
-    const int fast = bc % 8 == 0 && c0 % bc == 0 && cols % bc == 0;
+    float sbuf[SC_CHUNK];
     for (long i = 0; i < rows; i++) {
         const long r = r0 + i;
         const int8_t *q = W->data + r * W->ld;
         const long srow = (r / W->block_rows) * W->scale_ld;
-        const float *s = W->scale + srow;
         const float *o = W->offset ? W->offset + srow : NULL;
         float *d = out + i * ldo;
-        if (fast) {
-            for (long c = 0; c < cols; c += bc) {
-                const long b = (c0 + c) / bc;
-                const v8f sv = splat(s[b]), ov = splat(o ? o[b] : 0.0f);
-                for (long e = c; e < c + bc; e += 8) st8(d + e, (ldq8(q + c0 + e) - ov) * sv);
-            }
-        } else {
-            for (long c = 0; c < cols; c++) {
-                const long b = (c0 + c) / bc;
-                d[c] = ((float)q[c0 + c] - (o ? o[b] : 0.0f)) * s[b];
+        // Columns in runs of up to SC_CHUNK blocks (the scales of a run are fetched at once).
+        long c = 0;
+        while (c < cols) {
+            const long b0 = (c0 + c) / bc;
+            const long cend = lmin(cols, (b0 + SC_CHUNK) * bc - c0);
+            const float *s = scales_of(W, srow + b0, (c0 + cend - 1) / bc - b0 + 1, sbuf, cvt);
+            if (bc % 8 == 0 && (c0 + c) % bc == 0 && (cend - c) % bc == 0) {
+                for (; c < cend; c += bc) {
+                    const long b = (c0 + c) / bc;
+                    const v8f sv = splat(s[b - b0]), ov = splat(o ? o[b] : 0.0f);
+                    for (long e = c; e < c + bc; e += 8) st8(d + e, (ldq8(q + c0 + e) - ov) * sv);
+                }
+            } else {
+                for (; c < cend; c++) {
+                    const long b = (c0 + c) / bc;
+                    d[c] = ((float)q[c0 + c] - (o ? o[b] : 0.0f)) * s[b - b0];
+                }
             }
         }
     }
@@ -222,55 +261,63 @@ AI void dequant_body(const fk_qmatrix *W, long r0, long rows, long c0, long cols
 /// offset, `scale · offset · Σx_block` (block sums `xsum`, precomputed once per activation row)
 /// is subtracted in a scalar. Needs block_cols % 8 == 0.
 AI void q_rows(const int nr, const int has_off, long K, const float *x, const float *xsum, const fk_qmatrix *W, long n,
-               float *y, const float *bias, int acc) {
+               float *y, const float *bias, int acc, h2f_fn cvt) {
     const long bc = W->block_cols;
     const long nb = K / bc;
     const int8_t *q[4];
-    const float *s[4];
+    long srow[4];
     const float *o[4];
     for (int r = 0; r < nr; r++) {
         q[r] = W->data + (n + r) * W->ld;
-        long srow = ((n + r) / W->block_rows) * W->scale_ld;
-        s[r] = W->scale + srow;
-        o[r] = has_off ? W->offset + srow : NULL;
+        srow[r] = ((n + r) / W->block_rows) * W->scale_ld;
+        o[r] = has_off ? W->offset + srow[r] : NULL;
     }
+    float sbuf[4][SC_CHUNK];
     v8f t[4];
-    for (int r = 0; r < nr; r++) t[r] = splat(0);
-    for (long b = 0; b < nb; b++) {
-        v8f a[4];
-        for (int r = 0; r < nr; r++) a[r] = splat(0);
-        // At decode the weights stream from DRAM, faster than the hardware prefetcher follows
-        // these 4 interleaved rows: prefetch PF_BYTES ahead, once per 64-byte line (measured
-        // 6.3 → 12 GB/s on one core for 48 distinct 1536×576 matrices).
-        if (((b * bc) & 63) < bc)
-            for (int r = 0; r < nr; r++) __builtin_prefetch(q[r] + b * bc + PF_BYTES, 0, 0);
-        for (long i = b * bc; i < (b + 1) * bc; i += 8) {
-            v8f xv = ld8(x + i);
-            for (int r = 0; r < nr; r++) a[r] += xv * ldq8(q[r] + i);
+    float corr[4];
+    for (int r = 0; r < nr; r++) t[r] = splat(0), corr[r] = 0;
+    for (long b0 = 0; b0 < nb; b0 += SC_CHUNK) {
+        const long nbk = lmin(SC_CHUNK, nb - b0);
+        const float *s[4];
+        for (int r = 0; r < nr; r++) s[r] = scales_of(W, srow[r] + b0, nbk, sbuf[r], cvt);
+        for (long b = b0; b < b0 + nbk; b++) {
+            v8f a[4];
+            for (int r = 0; r < nr; r++) a[r] = splat(0);
+            // At decode the weights stream from DRAM, faster than the hardware prefetcher follows
+            // these 4 interleaved rows: prefetch PF_BYTES ahead into L2, once per 64-byte line
+            // (measured on one Zen 4 core, all SmolLM2-135M int8 products of a token: 9 GB/s
+            // with a non-temporal prefetch 4 KB ahead, 15.7 GB/s into L2 8 KB ahead).
+            if (((b * bc) & 63) < bc)
+                for (int r = 0; r < nr; r++) __builtin_prefetch(q[r] + b * bc + PF_BYTES, 0, PF_LOC);
+            for (long i = b * bc; i < (b + 1) * bc; i += 8) {
+                v8f xv = ld8(x + i);
+                for (int r = 0; r < nr; r++) a[r] += xv * ldq8(q[r] + i);
+            }
+            for (int r = 0; r < nr; r++) t[r] += a[r] * s[r][b - b0];
         }
-        for (int r = 0; r < nr; r++) t[r] += a[r] * s[r][b];
+        if (has_off) {
+            // Offset term outside the hot loop: Σ_b scale·offset·Σx_block.
+            for (int r = 0; r < nr; r++) {
+                long b = 0;
+                v8f cv = splat(0);
+                for (; b + 8 <= nbk; b += 8) cv += ld8(s[r] + b) * ld8(o[r] + b0 + b) * ld8(xsum + b0 + b);
+                corr[r] += hsum8(cv);
+                for (; b < nbk; b++) corr[r] += s[r][b] * o[r][b0 + b] * xsum[b0 + b];
+            }
+        }
     }
     for (int r = 0; r < nr; r++) {
-        // Offset term outside the hot loop: Σ_b scale·offset·Σx_block.
-        float corr = 0;
-        if (has_off) {
-            long b = 0;
-            v8f cv = splat(0);
-            for (; b + 8 <= nb; b += 8) cv += ld8(s[r] + b) * ld8(o[r] + b) * ld8(xsum + b);
-            corr = hsum8(cv);
-            for (; b < nb; b++) corr += s[r][b] * o[r][b] * xsum[b];
-        }
-        float v = hsum8(t[r]) - corr;
+        float v = hsum8(t[r]) - corr[r];
         if (bias) v += bias[r];
         y[r] = acc ? y[r] + v : v;
     }
 }
 
 #define Q_CASE(NR, OFF) \
-    case (NR) * 2 + (OFF): q_rows(NR, OFF, K, x, xsum, W, n, y, bias, acc); break;
+    case (NR) * 2 + (OFF): q_rows(NR, OFF, K, x, xsum, W, n, y, bias, acc, cvt); break;
 
 AI void q_rows_any(int nr, int has_off, long K, const float *x, const float *xsum, const fk_qmatrix *W, long n, float *y,
-                   const float *bias, int acc) {
+                   const float *bias, int acc, h2f_fn cvt) {
     switch (nr * 2 + has_off) {
         Q_CASE(1, 0) Q_CASE(2, 0) Q_CASE(3, 0) Q_CASE(4, 0)
         Q_CASE(1, 1) Q_CASE(2, 1) Q_CASE(3, 1) Q_CASE(4, 1)
@@ -284,7 +331,7 @@ AI void q_rows_any(int nr, int has_off, long K, const float *x, const float *xsu
 #define Q_PANEL_ROWS 24
 
 AI void qgemm_nt_body(long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0,
-                      float *C, long ldc, const float *bias, int acc) {
+                      float *C, long ldc, const float *bias, int acc, h2f_fn cvt) {
     if (M <= 0 || N <= 0) return;
     const int has_off = W->offset != NULL;
     if (M <= Q_DIRECT_MAX_M && W->block_cols % 8 == 0 && K % W->block_cols == 0) {
@@ -307,7 +354,7 @@ AI void qgemm_nt_body(long M, long N, long K, const float *A, long lda, const fk
         for (long j = 0; j < N; j += 4) {
             int nr = (int)lmin(4, N - j);
             for (long m = 0; m < M; m++)
-                q_rows_any(nr, has_off, K, A + m * lda, xsum + m * nb, W, n0 + j, C + m * ldc + j, bias ? bias + j : NULL, acc);
+                q_rows_any(nr, has_off, K, A + m * lda, xsum + m * nb, W, n0 + j, C + m * ldc + j, bias ? bias + j : NULL, acc, cvt);
         }
         if (xsum != local) free(xsum);
         return;
@@ -322,7 +369,7 @@ panel_route:;
                 float s = 0;
                 for (long k = 0; k < K; k++) {
                     const long r = n0 + j, srow = (r / W->block_rows) * W->scale_ld, b = k / W->block_cols;
-                    s += A[m * lda + k] * (((float)W->data[r * W->ld + k] - (has_off ? W->offset[srow + b] : 0.0f)) * W->scale[srow + b]);
+                    s += A[m * lda + k] * (((float)W->data[r * W->ld + k] - (has_off ? W->offset[srow + b] : 0.0f)) * scale_at(W, srow + b, cvt));
                 }
                 if (bias) s += bias[j];
                 C[m * ldc + j] = acc ? C[m * ldc + j] + s : s;
@@ -332,7 +379,7 @@ panel_route:;
     }
     for (long j = 0; j < N; j += P) {
         long rows = lmin(P, N - j);
-        dequant_body(W, n0 + j, rows, 0, K, panel, K);
+        dequant_body(W, n0 + j, rows, 0, K, panel, K, cvt);
         sgemm_nt_body(M, rows, K, A, lda, panel, K, C + j, ldc, bias ? bias + j : NULL, acc);
     }
     free(panel);
@@ -361,30 +408,33 @@ AI void softmax_body(float *x, long rows, long n, long ld) {
 
 // MARK: - instantiation and dispatch
 
-#define ARGS_NT long M, long N, long K, const float *A, long lda, const float *B, long ldb, float *C, long ldc, const float *bias, int acc
-#define ARGS_Q long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0, float *C, long ldc, const float *bias, int acc
-#define ARGS_DQ const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo
+static void sgemm_nt_gen(FK_ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+static void sgemm_nn_gen(FK_ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+static void qgemm_nt_gen(FK_ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc, h2f_row_gen); }
+static void dequant_gen(FK_ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo, h2f_row_gen); }
 
-static void sgemm_nt_gen(ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
-static void sgemm_nn_gen(ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
-static void qgemm_nt_gen(ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc); }
-static void dequant_gen(ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo); }
-
-#if defined(__x86_64__) || defined(__i386__)
-#define HAVE_AVX2_PATH 1
-#define AVX2 __attribute__((target("avx2,fma")))
-static AVX2 void sgemm_nt_avx2(ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
-static AVX2 void sgemm_nn_avx2(ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
-static AVX2 void qgemm_nt_avx2(ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc); }
-static AVX2 void dequant_avx2(ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo); }
-#else
-#define HAVE_AVX2_PATH 0
+#if FK_X86
+#include <immintrin.h>
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+static AVX2 void h2f_row_f16c(const uint16_t *h, float *f, long n) {
+    long i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) f[i] = _cvtsh_ss(h[i]);
+}
+AVX2 void fk__sgemm_nt_avx2(FK_ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+AVX2 void fk__sgemm_nn_avx2(FK_ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+AVX2 void fk__qgemm_nt_avx2(FK_ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc, h2f_row_f16c); }
+AVX2 void fk__dequant_avx2(FK_ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo, h2f_row_f16c); }
 #endif
 
 static int detected_level(void) {
-#if HAVE_AVX2_PATH
+#if FK_X86
     __builtin_cpu_init();
-    return (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 1 : 0;
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))) return 0;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+        return 2;
+    return 1;
 #else
     return 0;
 #endif
@@ -406,30 +456,38 @@ void fk_set_simd_level(int level) {
     __atomic_store_n(&g_level, level < 0 ? d : (level < d ? level : d), __ATOMIC_RELAXED);
 }
 
-void fk_sgemm_nt(ARGS_NT) {
-#if HAVE_AVX2_PATH
-    if (fk_simd_level() >= 1) { sgemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
+void fk_sgemm_nt(FK_ARGS_NT) {
+#if FK_X86
+    const int l = fk_simd_level();
+    if (l >= 2) { fk__sgemm_nt_avx512(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
+    if (l >= 1) { fk__sgemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
 #endif
     sgemm_nt_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
 }
 
-void fk_sgemm_nn(ARGS_NT) {
-#if HAVE_AVX2_PATH
-    if (fk_simd_level() >= 1) { sgemm_nn_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
+void fk_sgemm_nn(FK_ARGS_NT) {
+#if FK_X86
+    const int l = fk_simd_level();
+    if (l >= 2) { fk__sgemm_nn_avx512(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
+    if (l >= 1) { fk__sgemm_nn_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
 #endif
     sgemm_nn_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
 }
 
-void fk_qgemm_nt(ARGS_Q) {
-#if HAVE_AVX2_PATH
-    if (fk_simd_level() >= 1) { qgemm_nt_avx2(M, N, K, A, lda, W, n0, C, ldc, bias, acc); return; }
+void fk_qgemm_nt(FK_ARGS_Q) {
+#if FK_X86
+    const int l = fk_simd_level();
+    if (l >= 2) { fk__qgemm_nt_avx512(M, N, K, A, lda, W, n0, C, ldc, bias, acc); return; }
+    if (l >= 1) { fk__qgemm_nt_avx2(M, N, K, A, lda, W, n0, C, ldc, bias, acc); return; }
 #endif
     qgemm_nt_gen(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
 }
 
-void fk_dequant(ARGS_DQ) {
-#if HAVE_AVX2_PATH
-    if (fk_simd_level() >= 1) { dequant_avx2(W, r0, rows, c0, cols, out, ldo); return; }
+void fk_dequant(FK_ARGS_DQ) {
+#if FK_X86
+    const int l = fk_simd_level();
+    if (l >= 2) { fk__dequant_avx512(W, r0, rows, c0, cols, out, ldo); return; }
+    if (l >= 1) { fk__dequant_avx2(W, r0, rows, c0, cols, out, ldo); return; }
 #endif
     dequant_gen(W, r0, rows, c0, cols, out, ldo);
 }

@@ -2,16 +2,16 @@ import CKernels
 
 /// fp32 matrix products on row-major buffers with explicit leading dimensions.
 ///
-/// The loops live in the `CKernels` C target (`fk_sgemm_nt` / `fk_sgemm_nn`: 8-wide float
-/// accumulators in register tiles, AVX2+FMA chosen at run time, portable body otherwise):
-/// measured on this machine's 2-core AMD EPYC, a Swift `SIMD8<Float>` version of the same
-/// 4×3 tile reached 29 GFLOP/s at the default x86-64 target against 93 GFLOP/s for the C
-/// AVX2 body. The Swift side splits the output across cores (CKernels' worker pool) when the
-/// product is big enough and keeps ``referenceNT`` / ``referenceNN``, the plain scalar
-/// definitions the fast paths are tested against.
+/// The loops live in the `CKernels` C target (`fk_sgemm_nt` / `fk_sgemm_nn`: float
+/// accumulators in register tiles; an AVX-512 8×32 tile, or AVX2+FMA 8-wide tiles, chosen at
+/// run time, portable body otherwise): measured on this machine's 2-core AMD EPYC, a Swift
+/// `SIMD8<Float>` version of the AVX2 4×3 tile reached 29 GFLOP/s at the default x86-64
+/// target against 93 GFLOP/s for the C AVX2 body. The Swift side splits the output across
+/// cores (CKernels' worker pool) when the product is big enough and keeps ``referenceNT`` /
+/// ``referenceNN``, the plain scalar definitions the fast paths are tested against.
 enum GEMM {
-    /// The CKernels body in use: 0 portable, 1 AVX2+FMA. Setting it (tests) forces a level
-    /// (clamped to what the CPU supports); -1 restores detection.
+    /// The CKernels body in use: 0 portable, 1 AVX2+FMA+F16C, 2 AVX-512 (F/BW/VL/DQ). Setting it
+    /// (tests) forces a level (clamped to what the CPU supports); -1 restores detection.
     static var simdLevel: Int {
         get { Int(fk_simd_level()) }
         set { fk_set_simd_level(Int32(newValue)) }
@@ -71,12 +71,13 @@ enum GEMM {
         let acc: Int32 = accumulate ? 1 : 0
         let work = threaded ? m * n * max(k, 1) : 0
         if n >= 32 || n >= m {
-            parallelChunks(n, align: 12, work: work) { r in
+            // Chunks of whole column panels (AVX-512: 32 wide; AVX2: 3 · 4).
+            parallelChunks(n, align: simdLevel >= 2 ? 32 : 12, work: work) { r in
                 fk_sgemm_nt(m, r.count, k, a, lda, b + r.lowerBound * ldb, ldb, c + r.lowerBound, ldc,
                             bias.map { $0 + r.lowerBound }, acc)
             }
         } else {
-            parallelChunks(m, align: 4, work: work) { r in
+            parallelChunks(m, align: 8, work: work) { r in
                 fk_sgemm_nt(r.count, n, k, a + r.lowerBound * lda, lda, b, ldb, c + r.lowerBound * ldc, ldc, bias, acc)
             }
         }
@@ -90,12 +91,12 @@ enum GEMM {
         let acc: Int32 = accumulate ? 1 : 0
         let work = threaded ? m * n * max(k, 1) : 0
         if n >= 64 || n >= m {
-            parallelChunks(n, align: 16, work: work) { r in
+            parallelChunks(n, align: simdLevel >= 2 ? 32 : 16, work: work) { r in
                 fk_sgemm_nn(m, r.count, k, a, lda, b + r.lowerBound, ldb, c + r.lowerBound, ldc,
                             bias.map { $0 + r.lowerBound }, acc)
             }
         } else {
-            parallelChunks(m, align: 6, work: work) { r in
+            parallelChunks(m, align: simdLevel >= 2 ? 8 : 6, work: work) { r in
                 fk_sgemm_nn(r.count, n, k, a + r.lowerBound * lda, lda, b, ldb, c + r.lowerBound * ldc, ldc, bias, acc)
             }
         }

@@ -5,13 +5,17 @@ import CKernels
 /// fused into the loop; the dense weight is never materialised.
 ///
 /// `fk_qgemm_nt` (CKernels) works like llama.cpp's Q8_0 dot product, but keeps the
-/// activations in fp32: for one to three activation rows, each block of int8 weights is
-/// widened in registers and dotted with the activations in 8-wide float accumulators, then
-/// scaled once per block (`scale · (Σ x·q − offset · Σ x)`). For more rows (prefill), a panel
-/// of 24 weight rows is dequantized into an L1/L2-sized fp32 buffer and shared by all rows
-/// through the fp32 tile kernel. Any 2-D block shape works (blocks along the input axis, along
-/// the output axis, per-channel, per-tensor); the direct route needs input-axis blocks of a
-/// multiple of 8, others take the panel route.
+/// activations in fp32 (the result is Σ x·(scale·q) accumulated in fp32, as Core ML's CPU
+/// path; only the summation order differs). For a few activation rows (decode), each block of
+/// int8 weights is widened in registers and dotted with the activations, then scaled once per
+/// block (`scale · (Σ x·q − offset · Σ x)`); the AVX-512 body shares each widened weight
+/// vector across up to 4 activation rows and prefetches the weight stream into L2. For more
+/// rows (prefill), panels of weight rows are dequantized into an L1/L2-sized fp32 buffer and
+/// shared by all rows through the fp32 tile kernel. Any 2-D block shape works (blocks along
+/// the input axis, along the output axis, per-channel, per-tensor); the direct route needs
+/// input-axis blocks of a multiple of 8 (AVX-512: 16), others take the panel route. Scales
+/// are fp32 or fp16 (`fk_qmatrix.scale_h`, for callers that keep the fp16 scales of the
+/// weight file).
 enum QuantizedGEMM {
     /// The fused kernels' view of a rank-2 quantized tensor, or nil when it is not rank 2 or
     /// its scale shape does not tile it.
@@ -32,7 +36,7 @@ enum QuantizedGEMM {
             try q.scale.withUnsafeBufferPointer { s in
                 func run(_ o: UnsafePointer<Float>?) throws -> R {
                     var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: s.baseAddress, offset: o,
-                                       block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD)
+                                       block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD, scale_h: nil)
                     return try body(&m)
                 }
                 if let off = q.offset { return try off.withUnsafeBufferPointer { try run($0.baseAddress) } }
@@ -51,7 +55,7 @@ enum QuantizedGEMM {
         guard m > 0, n > 0 else { return }
         let acc: Int32 = accumulate ? 1 : 0
         try withMatrix(q) { w in
-            GEMM.parallelChunks(n, align: 24, work: threaded ? m * n * max(k, 1) : 0) { r in
+            GEMM.parallelChunks(n, align: GEMM.simdLevel >= 2 ? 32 : 24, work: threaded ? m * n * max(k, 1) : 0) { r in
                 fk_qgemm_nt(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, bias.map { $0 + r.lowerBound }, acc)
             }
         }
@@ -66,7 +70,7 @@ enum QuantizedGEMM {
         let k = l.rows, n = l.cols
         guard m > 0, n > 0 else { return }
         try withMatrix(q) { w in
-            GEMM.parallelChunks(n, align: 16, work: threaded ? m * n * max(k, 1) : 0) { r in
+            GEMM.parallelChunks(n, align: 32, work: threaded ? m * n * max(k, 1) : 0) { r in
                 let kc = max(8, min(k, (64 * 1024) / max(1, r.count)))
                 var panel = [Float](repeating: 0, count: kc * r.count)
                 panel.withUnsafeMutableBufferPointer { p in

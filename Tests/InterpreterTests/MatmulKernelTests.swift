@@ -2,12 +2,14 @@ import Foundation
 import GraphIR
 @testable import Interpreter
 import XCTest
+import CKernels
 
 /// linear / matmul / einsum / scaled_dot_product_attention / conv / conv_transpose / pools.
 ///
-/// 1. Each fast kernel (CKernels, both the AVX2+FMA and the portable body, single- and
-///    multi-threaded) against its scalar Swift reference on random shapes with odd sizes,
-///    strides, bias, accumulation and quantized weights with and without offsets.
+/// 1. Each fast kernel (CKernels, every SIMD level the CPU has — AVX-512, AVX2+FMA, portable —
+///    single- and multi-threaded) against its scalar Swift reference on random shapes with odd
+///    sizes, strides, bias, accumulation and quantized weights with and without offsets, with
+///    fp32 and fp16 scales.
 /// 2. Vectors from torch / numpy (`tools/opvectors_linalg.py`).
 /// 3. `testBenchmarkLinear` prints GFLOP/s when `FORGE_BENCH=1` (not a timed test).
 final class MatmulKernelTests: XCTestCase {
@@ -30,11 +32,18 @@ final class MatmulKernelTests: XCTestCase {
     static let shapes: [(Int, Int, Int)] = [
         (1, 1, 1), (1, 7, 5), (1, 33, 70), (2, 9, 17), (3, 13, 8), (4, 3, 8), (5, 7, 9), (7, 11, 13),
         (13, 29, 31), (33, 65, 47), (64, 50, 100), (6, 17, 0), (9, 40, 3), (1, 100, 257),
+        (17, 33, 16), (9, 64, 32), (20, 70, 530),
     ]
 
-    /// Both CKernels bodies; and, for each, single-threaded and forced multi-threaded.
+    /// The SIMD levels this CPU runs, best first (2 AVX-512, 1 AVX2+FMA+F16C, 0 portable).
+    static let levels: [Int] = {
+        GEMM.simdLevel = -1
+        return Array((0...GEMM.simdLevel).reversed())
+    }()
+
+    /// Every CKernels level; and, for each, single-threaded and forced multi-threaded.
     func eachConfiguration(_ body: (String) throws -> Void) rethrows {
-        for level in [-1, 0] {
+        for level in Self.levels {
             GEMM.simdLevel = level
             for grain in [Int.max, 1] {
                 GEMM.parallelGrain = grain
@@ -112,7 +121,7 @@ final class MatmulKernelTests: XCTestCase {
     static let qLayouts: [(Int, Int, [Int])] = [
         (40, 64, [40, 2]), (37, 96, [37, 3]), (13, 48, [13, 3]), (11, 40, [11, 5]), (9, 35, [9, 7]),
         (21, 70, [21, 1]), (10, 24, [1, 1]), (12, 24, [3, 24]), (16, 32, [8, 4]), (50, 33, [50, 1]),
-        (6, 1040, [6, 130]),
+        (6, 1040, [6, 130]), (70, 576, [70, 18]), (33, 1088, [33, 17]), (9, 1600, [9, 50]), (19, 80, [19, 5]),
     ]
 
     func testQuantizedNTMatchesReference() throws {
@@ -162,6 +171,154 @@ final class MatmulKernelTests: XCTestCase {
                         }
                         assertClose(got, want, tol: 2e-5 * Float(k), "qNN \(cfg) \(k)x\(n) scale \(ss) offset \(withOffset) m \(m)")
                     }
+                }
+            }
+        }
+    }
+
+    // MARK: - C entry points with both scale forms
+
+    /// The `fk_qmatrix` of `q` with fp32 scales, or with its scales as fp16 bits (`scale_h`;
+    /// the test scales are fp16-exact, so both describe the same matrix).
+    func withQMatrix<R>(_ q: QuantizedTensor, half: Bool, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
+        let l = try XCTUnwrap(QuantizedGEMM.layout(q))
+        let bits = q.scale.map { Float16($0).bitPattern }
+        XCTAssertEqual(bits.map { Float(Float16(bitPattern: $0)) }, q.scale, "test scales must be fp16-exact")
+        return try q.data.withUnsafeBufferPointer { d in
+            try q.scale.withUnsafeBufferPointer { s in
+                try bits.withUnsafeBufferPointer { h in
+                    try MatmulKernels.withOptionalBase(q.offset) { o in
+                        var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: half ? nil : s.baseAddress, offset: o,
+                                           block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD,
+                                           scale_h: half ? h.baseAddress : nil)
+                        return try body(&m)
+                    }
+                }
+            }
+        }
+    }
+
+    /// `fk_qgemm_nt` called directly (a row range `n0 ..< n` of W, strided A and C, bias,
+    /// accumulation), fp32 and fp16 scales, M = 1 ... 9, at every level.
+    func testQuantizedNTEntryPointBothScaleForms() throws {
+        var rng = MMRandom(seed: 12)
+        for level in Self.levels {
+            GEMM.simdLevel = level
+            for (n, k, ss) in Self.qLayouts {
+                for withOffset in [false, true] {
+                    let q = rng.quantized(shape: [n, k], scaleShape: ss, offset: withOffset)
+                    for m in [1, 2, 3, 4, 5, 6, 7, 9] {
+                        let lda = k + m % 3, ldc = n + 1
+                        let a = rng.floats(m * lda)
+                        let bias = rng.floats(n)
+                        let c0 = rng.floats(m * ldc)
+                        var full = [Float](repeating: 0, count: m * n)
+                        a.withUnsafeBufferPointer { ap in
+                            full.withUnsafeMutableBufferPointer { cp in
+                                QuantizedGEMM.referenceNT(m: m, a: ap.baseAddress!, lda: lda, weight: q, c: cp.baseAddress!, ldc: n)
+                            }
+                        }
+                        for half in [false, true] {
+                            let acc = (m + (half ? 1 : 0)) % 2 == 1
+                            let n0 = m % 3 == 0 ? 0 : min(n - 1, 1 + m % 5)
+                            let useBias = m % 2 == 0
+                            var got = c0
+                            try withQMatrix(q, half: half) { w in
+                                a.withUnsafeBufferPointer { ap in
+                                    bias.withUnsafeBufferPointer { bp in
+                                        got.withUnsafeMutableBufferPointer { cp in
+                                            fk_qgemm_nt(m, n - n0, k, ap.baseAddress!, lda, w, n0, cp.baseAddress!, ldc,
+                                                        useBias ? bp.baseAddress! + n0 : nil, acc ? 1 : 0)
+                                        }
+                                    }
+                                }
+                            }
+                            var want = c0
+                            for i in 0..<m {
+                                for j in 0..<(n - n0) {
+                                    let v = full[i * n + n0 + j] + (useBias ? bias[n0 + j] : 0)
+                                    want[i * ldc + j] = acc ? c0[i * ldc + j] + v : v
+                                }
+                            }
+                            assertClose(got, want, tol: 2e-5 * Float(k),
+                                        "fk_qgemm_nt level \(GEMM.simdLevel) \(n)x\(k) scale \(ss) offset \(withOffset) m \(m) n0 \(n0) fp16 \(half) acc \(acc)")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `fk_dequant` of sub-rectangles (aligned and not), fp32 and fp16 scales, every level:
+    /// exactly `scale · (q − offset)`.
+    func testDequantEntryPointBothScaleForms() throws {
+        var rng = MMRandom(seed: 13)
+        for level in Self.levels {
+            GEMM.simdLevel = level
+            for (n, k, ss) in Self.qLayouts {
+                for withOffset in [false, true] {
+                    let q = rng.quantized(shape: [n, k], scaleShape: ss, offset: withOffset)
+                    for (r0, c0) in [(0, 0), (1, 3), (n / 2, k / 2), (0, 32 % k)] {
+                        let rows = n - r0, cols = k - c0, ldo = cols + 2
+                        for half in [false, true] {
+                            var got = [Float](repeating: -7777, count: rows * ldo)  // the gaps stay untouched
+                            try withQMatrix(q, half: half) { w in
+                                got.withUnsafeMutableBufferPointer { o in fk_dequant(w, r0, rows, c0, cols, o.baseAddress!, ldo) }
+                            }
+                            var want = got
+                            for i in 0..<rows { for c in 0..<cols { want[i * ldo + c] = QuantizedGEMM.referenceValue(q, r0 + i, c0 + c) } }
+                            if let i = (0..<got.count).first(where: { got[$0] != want[$0] }) {
+                                XCTFail("fk_dequant level \(GEMM.simdLevel) \(n)x\(k) scale \(ss) offset \(withOffset) at (\(r0), \(c0)) fp16 \(half): element \(i) is \(got[i]), expected \(want[i])")
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// fp16 scale bits outside the usual range (subnormals, the largest half, ±0) widen exactly
+    /// at every level (F16C, or the portable conversion at level 0).
+    func testFP16ScaleEdgeValues() {
+        let bits: [UInt16] = [0x0001, 0x03FF, 0x8200, 0xFBFF, 0x7BFF, 0x3C00, 0x0000, 0x8000, 0x0400, 0x3555, 0xC00F, 0x1234]
+        let k = 16 * bits.count
+        let data: [Int8] = (0..<k).map { Int8(truncatingIfNeeded: $0 * 37 + 11) }
+        for level in Self.levels {
+            GEMM.simdLevel = level
+            var got = [Float](repeating: 0, count: k)
+            data.withUnsafeBufferPointer { d in
+                bits.withUnsafeBufferPointer { h in
+                    var w = fk_qmatrix(data: d.baseAddress, ld: k, scale: nil, offset: nil, block_rows: 1, block_cols: 16,
+                                       scale_ld: bits.count, scale_h: h.baseAddress)
+                    got.withUnsafeMutableBufferPointer { o in fk_dequant(&w, 0, 1, 0, k, o.baseAddress!, k) }
+                }
+            }
+            for c in 0..<k {
+                let want = Float(data[c]) * Float(Float16(bitPattern: bits[c / 16]))
+                XCTAssertEqual(got[c].bitPattern, want.bitPattern, "level \(GEMM.simdLevel) scale bits \(String(bits[c / 16], radix: 16)) q \(data[c])")
+            }
+        }
+    }
+
+    /// `QuantizedGEMM.nt` with `accumulate` (the decode and prefill routes, every level).
+    func testQuantizedNTAccumulates() throws {
+        var rng = MMRandom(seed: 14)
+        try eachConfiguration { cfg in
+            for (n, k, ss) in [(70, 576, [70, 18]), (37, 96, [37, 3])] {
+                let q = rng.quantized(shape: [n, k], scaleShape: ss, offset: false)
+                for m in [1, 3, 4, 12] {
+                    let a = rng.floats(m * k), c0 = rng.floats(m * n)
+                    var got = c0, want = [Float](repeating: 0, count: m * n)
+                    try a.withUnsafeBufferPointer { ap in
+                        try got.withUnsafeMutableBufferPointer { cp in
+                            try QuantizedGEMM.nt(m: m, a: ap.baseAddress!, lda: k, weight: q, c: cp.baseAddress!, ldc: n, accumulate: true)
+                        }
+                        want.withUnsafeMutableBufferPointer { cp in
+                            QuantizedGEMM.referenceNT(m: m, a: ap.baseAddress!, lda: k, weight: q, c: cp.baseAddress!, ldc: n)
+                        }
+                    }
+                    for i in 0..<want.count { want[i] += c0[i] }
+                    assertClose(got, want, tol: 2e-5 * Float(k), "qNT accumulate \(cfg) \(n)x\(k) m \(m)")
                 }
             }
         }
@@ -360,89 +517,91 @@ final class MatmulKernelTests: XCTestCase {
     // MARK: - benchmark (by hand)
 
     /// `FORGE_BENCH=1 swift test -c release --filter MatmulKernelTests/testBenchmarkLinear`
+    ///
+    /// Every case runs at each SIMD level (best first) and on 1 and all threads, interleaved
+    /// round by round (the machine may be shared: the best round of each is the least
+    /// disturbed one); prints the times and the speed-up of the best level over each other.
     func testBenchmarkLinear() throws {
         guard ProcessInfo.processInfo.environment["FORGE_BENCH"] == "1" else { throw XCTSkip("set FORGE_BENCH=1 to run") }
         var rng = MMRandom(seed: 10)
         let (k, n) = (576, 1536)
-        let w = Tensor(.fp32, shape: [n, k], floats: rng.floats(n * k))
-        let q = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: false)
-        let qOff = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: true)
-        let qPerChannel = rng.quantized(shape: [n, k], scaleShape: [n, 1], offset: false)
-        print("CKernels level \(GEMM.simdLevel), \(GEMM.cores) cores")
-        for m in [1, 64] {
-            let x = Tensor(.fp32, shape: [1, m, k], floats: rng.floats(m * k))
-            for (name, weight) in [("fp32", RuntimeValue.tensor(w)), ("int8 block32", .quantized(q)),
-                                   ("int8 block32+offset", .quantized(qOff)), ("int8 per-channel", .quantized(qPerChannel))] {
-                let inv = invocation("linear", ["x": .tensor(x), "weight": weight])
-                let flops = 2.0 * Double(m * n * k)
-                for _ in 0..<5 { _ = try MatmulKernels.linear(inv) }
-                // Best of 25 rounds of ≥ 20 ms, one- and all-thread rounds interleaved (the
-                // machine may be shared: the best round is the least disturbed one).
-                var best = [Double.infinity, .infinity]
-                for _ in 0..<25 {
-                    for t in 0..<2 {
-                        GEMM.parallelGrain = t == 0 ? Int.max : GEMM.defaultParallelGrain
+        let levels = Self.levels
+        let threadModes = GEMM.cores > 1 ? [1, GEMM.cores] : [1]
+        print("CKernels levels \(levels), \(GEMM.cores) cores")
+        defer {
+            GEMM.simdLevel = -1
+            GEMM.parallelGrain = GEMM.defaultParallelGrain
+        }
+        /// Best seconds per (level, threads) of `body` over `rounds` rounds of ≥ `minTime`.
+        func measure(rounds: Int, minTime: Double, _ body: () throws -> Void) rethrows -> [[Double]] {
+            var best = [[Double]](repeating: [Double](repeating: .infinity, count: threadModes.count), count: levels.count)
+            for li in levels.indices {
+                GEMM.simdLevel = levels[li]
+                try body()  // warm-up
+            }
+            for _ in 0..<rounds {
+                for li in levels.indices {
+                    GEMM.simdLevel = levels[li]
+                    for ti in threadModes.indices {
+                        GEMM.parallelGrain = threadModes[ti] == 1 ? Int.max : GEMM.defaultParallelGrain
                         var iters = 0
                         let start = DispatchTime.now().uptimeNanoseconds
                         var elapsed = 0.0
                         repeat {
-                            _ = try MatmulKernels.linear(inv)
+                            try body()
                             iters += 1
                             elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-                        } while elapsed < 0.02
-                        best[t] = min(best[t], elapsed / Double(iters))
+                        } while elapsed < minTime
+                        best[li][ti] = min(best[li][ti], elapsed / Double(iters))
                     }
                 }
-                for t in 0..<2 {
-                    print(String(format: "linear [1,%d,%d]x[%d,%d]ᵀ %-20@ %-9@ %8.1f µs  %6.1f GFLOP/s",
-                                 m, k, n, k, name as NSString, (t == 0 ? "1 thread" : "\(GEMM.cores) threads") as NSString,
-                                 best[t] * 1e6, flops / best[t] / 1e9))
+            }
+            return best
+        }
+        func report(_ what: String, _ best: [[Double]], flops: Double? = nil, bytes: Double? = nil) {
+            for ti in threadModes.indices {
+                var line = String(format: "%-46@ %d thr:", what as NSString, threadModes[ti])
+                for li in levels.indices {
+                    let t = best[li][ti]
+                    line += String(format: "  L%d %8.1f µs", levels[li], t * 1e6)
+                    if let flops { line += String(format: " %6.1f GFLOP/s", flops / t / 1e9) }
+                    if let bytes { line += String(format: " %5.1f GB/s", bytes / t / 1e9) }
                 }
+                for li in levels.indices.dropFirst() { line += String(format: "  L%d/L%d x%.2f", levels[0], levels[li], best[li][ti] / best[0][ti]) }
+                print(line)
+            }
+        }
+
+        let w = Tensor(.fp32, shape: [n, k], floats: rng.floats(n * k))
+        let q = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: false)
+        let qOff = rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: true)
+        let qPerChannel = rng.quantized(shape: [n, k], scaleShape: [n, 1], offset: false)
+        for m in [1, 3, 128] {
+            let x = Tensor(.fp32, shape: [1, m, k], floats: rng.floats(m * k))
+            for (name, weight) in [("fp32", RuntimeValue.tensor(w)), ("int8 block32", .quantized(q)),
+                                   ("int8 block32+offset", .quantized(qOff)), ("int8 per-channel", .quantized(qPerChannel))] {
+                let inv = invocation("linear", ["x": .tensor(x), "weight": weight])
+                let best = try measure(rounds: 15, minTime: 0.02) { _ = try MatmulKernels.linear(inv) }
+                report("linear [1,\(m),\(k)]x[\(n),\(k)]ᵀ \(name)", best, flops: 2.0 * Double(m * n * k))
             }
         }
         // Small decode products (k/v projections): worth splitting only with a cheap hand-off.
         for rows in [192, 576] {
             let qs = rng.quantized(shape: [rows, k], scaleShape: [rows, k / 32], offset: false)
             let inv = invocation("linear", ["x": .tensor(Tensor(.fp32, shape: [1, 1, k], floats: rng.floats(k))), "weight": .quantized(qs)])
-            var best = [Double.infinity, .infinity]
-            for _ in 0..<25 {
-                for t in 0..<2 {
-                    GEMM.parallelGrain = t == 0 ? Int.max : GEMM.defaultParallelGrain
-                    var iters = 0
-                    let start = DispatchTime.now().uptimeNanoseconds
-                    var elapsed = 0.0
-                    repeat {
-                        _ = try MatmulKernels.linear(inv)
-                        iters += 1
-                        elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-                    } while elapsed < 0.02
-                    best[t] = min(best[t], elapsed / Double(iters))
-                }
-            }
-            print(String(format: "linear [1,1,%d]x[%d,%d]ᵀ int8 block32: 1 thread %.1f µs, %d threads %.1f µs", k, rows, k, best[0] * 1e6, GEMM.cores, best[1] * 1e6))
+            let best = try measure(rounds: 15, minTime: 0.02) { _ = try MatmulKernels.linear(inv) }
+            report("linear [1,1,\(k)]x[\(rows),\(k)]ᵀ int8 block32", best)
         }
         // Decode-like streaming: weights bigger than the caches (DRAM bandwidth bound).
         let stream = (0..<48).map { _ in rng.quantized(shape: [n, k], scaleShape: [n, k / 32], offset: false) }
         let lmHead = rng.quantized(shape: [49152, k], scaleShape: [49152, k / 32], offset: false)
         let x1 = Tensor(.fp32, shape: [1, 1, k], floats: rng.floats(k))
-        for (name, weights) in [("48 distinct 1536x576 int8 (42 MB)", stream), ("lm_head 49152x576 int8 (28 MB)", [lmHead])] {
+        for (name, weights) in [("stream 48 distinct 1536x576 int8 (42 MB)", stream), ("stream lm_head 49152x576 int8 (28 MB)", [lmHead])] {
             let invs = weights.map { invocation("linear", ["x": .tensor(x1), "weight": .quantized($0)]) }
             let bytes = Double(weights.map { $0.data.count + 4 * $0.scale.count }.reduce(0, +))
-            var best = [Double.infinity, .infinity]
-            for _ in 0..<8 {
-                for t in 0..<2 {
-                    GEMM.parallelGrain = t == 0 ? Int.max : GEMM.defaultParallelGrain
-                    let start = DispatchTime.now().uptimeNanoseconds
-                    for inv in invs { _ = try MatmulKernels.linear(inv) }
-                    best[t] = min(best[t], Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
-                }
-            }
-            for t in 0..<2 {
-                print(String(format: "stream %@, %@: %8.1f µs  %5.1f GB/s of weights", name as NSString,
-                             (t == 0 ? "1 thread" : "\(GEMM.cores) threads") as NSString, best[t] * 1e6, bytes / best[t] / 1e9))
-            }
+            let best = try measure(rounds: 8, minTime: 0) { for inv in invs { _ = try MatmulKernels.linear(inv) } }
+            report(name, best, bytes: bytes)
         }
-        GEMM.parallelGrain = GEMM.defaultParallelGrain
     }
 
     // MARK: - helpers
@@ -488,7 +647,8 @@ struct MMRandom {
     mutating func quantized(shape: [Int], scaleShape: [Int], offset: Bool) -> QuantizedTensor {
         let n = shape.reduce(1, *), s = scaleShape.reduce(1, *)
         return QuantizedTensor(dtype: .fp32, shape: shape, data: (0..<n).map { _ in int8() },
-                               scale: (0..<s).map { _ in 0.001 + 0.02 * abs(float()) }, scaleShape: scaleShape,
+                               // fp16-exact scales: the same matrix with fp32 or fp16 (`scale_h`) scales
+                               scale: (0..<s).map { _ in Float(Float16(0.001 + 0.02 * abs(float()))) }, scaleShape: scaleShape,
                                offset: offset ? (0..<s).map { _ in (4 * float()).rounded() } : nil)
     }
 }

@@ -1,8 +1,13 @@
 // Hot loops of the Interpreter's linear-algebra kernels (GEMM, int8 block-quantized GEMM,
-// softmax rows). Built at -O3 in every configuration; each entry point picks an AVX2+FMA
-// body at run time when the CPU has it, else the portable body (same source, compiled for the
-// baseline ISA). The Swift side keeps a plain scalar reference for each (GEMM.swift,
-// QuantizedGEMM.swift). All matrices are row-major with explicit leading dimensions.
+// softmax rows). Each entry point picks a body at run time (``fk_simd_level``):
+//   level 0  portable C (GCC/Clang 8-wide vector extensions, baseline ISA);
+//   level 1  the same source compiled for AVX2 + FMA + F16C;
+//   level 2  AVX-512 (F, BW, VL, DQ) bodies (KernelsAVX512.c): a 16-wide int8 matrix-vector
+//            kernel for up to 4 activation rows, and for more rows an 8×32 register-tile
+//            fp32 kernel fed by packed (dequantized) weight panels.
+// No compiler flags are needed: the SIMD bodies use per-function target attributes.
+// The Swift side keeps a plain scalar reference for each (GEMM.swift, QuantizedGEMM.swift).
+// All matrices are row-major fp32 with explicit leading dimensions (in elements).
 #ifndef FORGE_CKERNELS_H
 #define FORGE_CKERNELS_H
 
@@ -12,7 +17,8 @@
 extern "C" {
 #endif
 
-/// 0 = portable, 1 = AVX2+FMA (x86-64 only).
+/// 0 = portable, 1 = AVX2+FMA+F16C, 2 = AVX-512 F/BW/VL/DQ (+ the level-1 features); x86-64
+/// only above 0.
 int fk_simd_level(void);
 /// Forces a level (clamped to what the CPU supports); -1 restores detection. For tests.
 void fk_set_simd_level(int level);
@@ -25,8 +31,11 @@ void fk_sgemm_nt(long M, long N, long K, const float *A, long lda, const float *
 void fk_sgemm_nn(long M, long N, long K, const float *A, long lda, const float *B, long ldb,
                  float *C, long ldc, const float *bias, int accumulate);
 
-/// A block-quantized matrix: value(r, c) = scale[s] * (data[r*ld + c] - offset[s]) with
-/// s = (r / block_rows) * scale_ld + c / block_cols. `offset` may be NULL.
+/// A block-quantized int8 matrix: value(r, c) = scale(s) * (data[r*ld + c] - offset[s]) with
+/// s = (r / block_rows) * scale_ld + c / block_cols. The scales are fp32 (`scale`) or IEEE
+/// binary16 bits (`scale_h`, used when `scale` is NULL; NULL otherwise): exactly one of the two
+/// is set. `offset` (fp32) may be NULL. Every route and level accepts both scale forms
+/// (fp16 scales are widened with F16C at levels >= 1, in portable C at level 0).
 typedef struct {
     const int8_t *data;
     long ld;
@@ -35,10 +44,13 @@ typedef struct {
     long block_rows;
     long block_cols;
     long scale_ld;
+    const uint16_t *scale_h;
 } fk_qmatrix;
 
 /// C[m, j] (+)= sum_k A[m*lda + k] * W(n0 + j, k) (+ bias[j]) for j < N: A · Wᵀ with W's rows
-/// n0 ..< n0+N, dequantized on the fly (never materialised beyond a few rows).
+/// n0 ..< n0+N, dequantized on the fly (never materialised beyond a panel of rows). Up to a few
+/// rows of A (decode), int8 rows are widened in registers and dotted with A directly; above,
+/// panels of W are dequantized to fp32 and multiplied with the fp32 tile kernel.
 void fk_qgemm_nt(long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0,
                  float *C, long ldc, const float *bias, int accumulate);
 
