@@ -29,8 +29,9 @@ let package = Package(
             dependencies: ["CProtobufC"]
         ),
         .target(name: "GraphIR", dependencies: ["CoreMLProto"]),
-        // Hot GEMM / int8 loops of the Interpreter (AVX2+FMA picked at run time, portable
-        // fallback); -O3 in every configuration.
+        // Hot loops of the Interpreter: GEMM, int8 block products, attention over fp16/fp32
+        // KV caches, softmax (AVX-512 or AVX2+FMA+F16C bodies picked at run time, portable
+        // fallback; per-function target attributes, no unsafeFlags).
         .target(name: "CKernels"),
         .target(
             name: "Interpreter",

@@ -32,15 +32,18 @@ enum QuantizedGEMM {
     static func withMatrix<R>(_ q: QuantizedTensor, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
         guard let l = layout(q) else { throw KernelError("quantized weight of shape \(q.shape) with scale shape \(q.scaleShape) is not a rank-2 block layout") }
         return try q.data.withUnsafeBufferPointer { d in
-            // fp16 scales are widened per call until fk_qmatrix reads fp16 scales itself.
-            try q.scale.withUnsafeBufferPointer { s in
-                func run(_ o: UnsafePointer<Float>?) throws -> R {
-                    var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: s.baseAddress, offset: o,
-                                       block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD, scale_h: nil)
+            func run(_ scale: UnsafePointer<Float>?, _ half: UnsafePointer<UInt16>?) throws -> R {
+                func make(_ o: UnsafePointer<Float>?) throws -> R {
+                    var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: scale, offset: o,
+                                       block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD, scale_h: half)
                     return try body(&m)
                 }
-                if let off = q.offset { return try off.withUnsafeBufferPointer { try run($0.baseAddress) } }
-                return try run(nil)
+                if let off = q.offset { return try off.withUnsafeBufferPointer { try make($0.baseAddress) } }
+                return try make(nil)
+            }
+            switch q.scales {
+            case let .float(a): return try a.withUnsafeBufferPointer { try run($0.baseAddress, nil) }
+            case let .half(h): return try h.withUnsafeBufferPointer { try run(nil, $0.baseAddress) }
             }
         }
     }
