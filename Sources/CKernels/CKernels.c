@@ -361,8 +361,8 @@ AI void qgemm_nt_body(long M, long N, long K, const float *A, long lda, const fk
     }
 panel_route:;
     const long P = lmin(Q_PANEL_ROWS, N);
-    float *panel = NULL;
-    if (posix_memalign((void **)&panel, 64, (size_t)(P * (K > 0 ? K : 1)) * sizeof(float)) != 0) {
+    float *panel = ck_scratch(2, (size_t)(P * (K > 0 ? K : 1)) * sizeof(float));
+    if (!panel) {
         // No memory for a panel: one row at a time on the stack-free scalar route.
         for (long j = 0; j < N; j++) {
             for (long m = 0; m < M; m++) {
@@ -382,7 +382,6 @@ panel_route:;
         dequant_body(W, n0 + j, rows, 0, K, panel, K, cvt);
         sgemm_nt_body(M, rows, K, A, lda, panel, K, C + j, ldc, bias ? bias + j : NULL, acc);
     }
-    free(panel);
 }
 
 // MARK: - softmax

@@ -431,20 +431,13 @@ typedef struct {
 } panel_buf;
 
 static int panel_alloc(panel_buf *p, int quantized) {
-    p->bp = NULL;
-    p->tmp = NULL;
-    if (posix_memalign((void **)&p->bp, 64, (size_t)KC * NRP * sizeof(float)) != 0) return 0;
-    if (quantized && posix_memalign((void **)&p->tmp, 64, (size_t)KC * NRP * sizeof(float)) != 0) {
-        free(p->bp);
-        return 0;
-    }
-    return 1;
+    p->bp = ck_scratch(0, (size_t)KC * NRP * sizeof(float));
+    p->tmp = quantized ? ck_scratch(1, (size_t)KC * NRP * sizeof(float)) : NULL;
+    return p->bp != NULL && (!quantized || p->tmp != NULL);
 }
 
-static void panel_free(panel_buf *p) {
-    free(p->bp);
-    free(p->tmp);
-}
+/// The panels are per-thread scratch (``ck_scratch``): nothing to free.
+static void panel_free(panel_buf *p) { (void)p; }
 
 /// The prefill route of fk_qgemm_nt; returns 0 when out of memory.
 static T512 int qgemm_panel512(FK_ARGS_Q) {

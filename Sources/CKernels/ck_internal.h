@@ -49,4 +49,10 @@ FK_HIDDEN void fk__dequant_avx512(FK_ARGS_DQ);
 #define FK_X86 0
 #endif
 
+/// A 64-byte aligned scratch buffer of at least `bytes`, private to the calling thread and
+/// reused by its later calls (slot 0/1: level-2 panels, 2: level-1 panel). Never free it; NULL
+/// when out of memory. One user per slot at a time (kernels do not nest).
+#define CK_SCRATCH_SLOTS 4
+void *ck_scratch(int slot, size_t bytes);
+
 #endif

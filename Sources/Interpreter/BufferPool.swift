@@ -16,8 +16,8 @@ import Darwin
 /// still be shared with a live value (a `reshape` output shares its input's storage): writing
 /// into it then copies (copy-on-write), so sharing costs an allocation, never correctness.
 ///
-/// Memory: sizes not asked for during a whole run are dropped at the end of the run
-/// (``endRun()``), so a prefill's buffers do not outlive the switch to decode.
+/// Memory: free buffers of sizes a run did not ask for are kept up to ``idleBudgetBytes`` (most
+/// recently used first) and dropped beyond it at the end of the run (``endRun()``).
 public final class BufferPool {
     /// Buffer traffic since the pool was made (or ``resetStats()``).
     public struct Stats: Equatable {
@@ -52,6 +52,10 @@ public final class BufferPool {
     private var usedThisRun = Set<Int>()
     /// Free buffers kept per size; more are dropped.
     private let perSizeLimit = 16
+    /// Bytes of free buffers of sizes the last run did not use that are kept (32 MiB).
+    public var idleBudgetBytes = 32 << 20
+    private var runIndex = 0
+    private var lastUsed: [Int: Int] = [:]
 
     public init() {}
 
@@ -256,14 +260,35 @@ public final class BufferPool {
         table[n] = list
     }
 
-    /// Ends a run: drops free buffers of sizes not asked for during it.
+    /// Ends a run: free buffers of sizes not asked for during it are kept only up to
+    /// ``idleBudgetBytes`` (the most recently used sizes first), so a prefill's buffers wait
+    /// through the decode steps for the next prefill without a long prompt's buffers lingering.
     func endRun() {
-        func trim<T>(_ table: inout [Int: [[T]]], _ t: Int) {
-            for n in Array(table.keys) where !usedThisRun.contains(n &* 4 &+ t) { table[n] = nil }
+        runIndex += 1
+        for k in usedThisRun { lastUsed[k] = runIndex }
+        func bytes(_ t: Int, _ n: Int) -> Int { n * (t == 2 ? 1 : 4) }
+        // Idle sizes, most recently used first.
+        var idle: [(key: Int, t: Int, n: Int, bytes: Int, last: Int)] = []
+        func collect<T>(_ table: [Int: [[T]]], _ t: Int) {
+            for (n, list) in table where !usedThisRun.contains(n &* 4 &+ t) {
+                idle.append((n &* 4 &+ t, t, n, bytes(t, n) * list.count, lastUsed[n &* 4 &+ t] ?? 0))
+            }
         }
-        trim(&floats, 0)
-        trim(&ints, 1)
-        trim(&bools, 2)
+        collect(floats, 0)
+        collect(ints, 1)
+        collect(bools, 2)
+        idle.sort { $0.last > $1.last }
+        var kept = 0
+        for e in idle {
+            kept += e.bytes
+            guard kept > idleBudgetBytes else { continue }
+            switch e.t {
+            case 0: floats[e.n] = nil
+            case 1: ints[e.n] = nil
+            default: bools[e.n] = nil
+            }
+            lastUsed[e.key] = nil
+        }
         usedThisRun.removeAll(keepingCapacity: true)
         origin.removeAll(keepingCapacity: true)
         live.removeAll(keepingCapacity: true)

@@ -96,6 +96,9 @@ public final class Session {
         function = f
         plan = try ExecutionPlan(function: f, precision: precision)
         states = try StateStore(function: f)
+        // Loading freed the parsed protobuf and the loader's scratch: hand those heap pages back
+        // to the OS before the long-running part starts (glibc keeps them otherwise).
+        Memory.releaseFreeMemory()
     }
 
     /// Runs the function once; states are updated in place.

@@ -19,6 +19,9 @@ let commands: [Command.Type] = [
 
 let version = "0.1.0"
 
+// Steadier, lower peak memory (see Memory.tuneMalloc).
+Memory.tuneMalloc()
+
 func topLevelHelp() -> String {
     var out = """
     OVERVIEW: forge-ir — inspect Core ML ML Program models (.mlpackage, .mlmodel) on Linux.

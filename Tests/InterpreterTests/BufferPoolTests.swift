@@ -63,8 +63,8 @@ final class BufferPoolTests: XCTestCase {
         XCTAssertEqual(pool.stats.hits, 0)
     }
 
-    /// A unique recycled buffer is reused (same storage), and sizes unused for a whole run are
-    /// dropped at its end.
+    /// A unique recycled buffer is reused (same storage); idle sizes are kept up to the idle
+    /// budget and dropped beyond it.
     func testReuseAndTrim() throws {
         let pool = BufferPool()
         var base: UnsafeRawPointer?
@@ -83,7 +83,10 @@ final class BufferPoolTests: XCTestCase {
         XCTAssertEqual(pool.stats.misses, 1)
         pool.endRun()  // size 8 was used this run: kept
         XCTAssertEqual(pool.freeBytes, 32)
-        pool.endRun()  // not used since: dropped
+        pool.endRun()  // idle, within the idle budget: kept
+        XCTAssertEqual(pool.freeBytes, 32)
+        pool.idleBudgetBytes = 16
+        pool.endRun()  // idle beyond the budget: dropped
         XCTAssertEqual(pool.freeBytes, 0)
     }
 

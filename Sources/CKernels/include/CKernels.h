@@ -75,6 +75,19 @@ void fk_parallel_run(long ntasks, fk_task_fn fn, void *ctx);
 /// the CPUs the process may run on.
 int fk_parallel_width(void);
 
+/// Returns free heap pages to the operating system (glibc `malloc_trim(0)`; a no-op on other C
+/// libraries). Worth calling once after a model is loaded and planned: the parsed protobuf and
+/// the loader's scratch were freed, but glibc keeps their pages resident otherwise. Returns 1
+/// when memory was released.
+int fk_release_free_memory(void);
+
+/// Tunes glibc malloc for a long-running interpreter (`mallopt`; a no-op elsewhere): one arena
+/// for every thread (by default each worker thread that allocates gets its own, whose freed
+/// pages stay resident) and a fixed mmap threshold of 256 KiB (glibc raises a dynamic one after
+/// large frees, after which large tensor buffers fragment the main heap). Call before starting
+/// threads. Returns 1 on success.
+int fk_tune_malloc(void);
+
 #ifdef __cplusplus
 }
 #endif
