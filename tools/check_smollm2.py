@@ -17,8 +17,8 @@ Checks (all through the forge-ir binary, default precision fp32 = Core ML CPU nu
                [1,1,S,2048] fp16 0 / -1e4, position_ids [1,S] int32, cache_offset [1] int32 = 0):
                max |logits.npy - reference prefill logits| over all S rows < 5e-2.
     (diag)     the same logits vs smollm2-135m_reference3_mirror.npz (if present): the torch module
-               changed to compute what the converted program computes (coremltools' RMSNorm
-               lowering, fp16 RoPE inv_freq); separates the package's own deviation from forge-ir's.
+               changed to compute what the converted program computes (RoPE cos/sin tables
+               rounded to fp16); separates the package's own deviation from forge-ir's.
                `--prefill-ref mirror` makes this the gating comparison instead.
     (info)     teacher-forced: one `run` over prompt + the 32 reference ids; argmax per generated
                position vs the reference ids, with the reference's and forge-ir's top-2 gaps at

@@ -32,10 +32,9 @@ npz keys (i = 0, 1, 2; variant prefix `f16w_` = fp16-rounded weights, `i8w_` = i
 
 Second file, models-ir/large/smollm2-135m_reference3_mirror.npz (--mirror-out): the prefill logits
 p{i}_prefill_logits float32 [P, 49152] of a "package mirror" -- the fp16-weight module changed to
-compute what the converted program computes where the two differ: RMSNorm as coremltools 9.0
-lowers aten::rms_norm (max-scaled, eps -- rounded to fp16 -- added to the *scaled* mean:
-rms = max|x| * sqrt(mean((x / max|x|)^2) + eps)) and the RoPE inv_freq rounded to fp16. It tells
-the package's own deviation from the torch module apart from forge-ir's (tools/NOTES.md).
+compute what the converted program computes where the two differ: the RoPE cos/sin tables
+rounded to fp16. It tells the package's own deviation from the torch module apart from forge-ir's
+(tools/NOTES.md).
 """
 
 import argparse
@@ -110,28 +109,12 @@ def teacher_forced_argmax(model, prompt_ids, gen_ids):
     return np.argmax(logits[p - 1: p - 1 + len(gen_ids)], axis=-1).astype(np.int32)
 
 
-class PackageRMSNorm(torch.nn.Module):
-    """coremltools 9.0's lowering of aten::rms_norm (fp16-safe): abs -> reduce_max -> real_div ->
-    square -> reduce_mean -> add(eps, an fp16 const) -> sqrt -> mul(max) -> real_div -> mul(weight)."""
-
-    def __init__(self, weight, eps):
-        super().__init__()
-        self.weight = torch.nn.Parameter(weight.detach().clone())
-        self.eps = float(np.float16(eps))
-
-    def forward(self, x):
-        mx = x.abs().amax(-1, keepdim=True)
-        xs = x / mx
-        return x / (torch.sqrt((xs * xs).mean(-1, keepdim=True) + self.eps) * mx) * self.weight
-
-
 def package_mirror(model):
-    for layer in model.layers:
-        for attr in ("input_layernorm", "post_attention_layernorm"):
-            old = getattr(layer, attr)
-            setattr(layer, attr, PackageRMSNorm(old.weight, old.eps))
-    model.norm = PackageRMSNorm(model.norm.weight, model.norm.eps)
-    model.inv_freq = model.inv_freq.half().float()
+    """The fp16-weight module with the RoPE cos/sin tables rounded to fp16, as the converted
+    program holds them. (The RMSNorm needs no mirroring: stateful_llama.RMSNorm is written so that
+    it converts exactly; with F.rms_norm, coremltools 9's lowering added eps unscaled.)"""
+    model.cos_table = model.cos_table.half().float()
+    model.sin_table = model.sin_table.half().float()
     return model
 
 

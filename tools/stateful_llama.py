@@ -55,10 +55,18 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        # aten::rms_norm -> coremltools' own converter, which divides by max|x| before squaring
-        # (fp16-safe). The tiny fixture's (x * x).mean() form overflows fp16 here: SmolLM2's
-        # residual stream reaches |x| ~ 2.5e4 (x^2 > 65504 from |x| > 256, i.e. from layer 2 on).
-        return F.rms_norm(x, (self.dim,), self.weight, self.eps)
+        # x / sqrt(mean(x^2) + eps), written so that it converts exactly and stays fp16-safe.
+        # SmolLM2's residual stream reaches |x| ~ 2.5e4, so the tiny fixture's (x * x).mean()
+        # overflows fp16 (x^2 > 65504 from |x| > 256, from layer 2 on). Dividing by m = max|x|
+        # first keeps every square <= 1; eps is scaled to match: (eps / m) / m (underflows to 0 in
+        # fp16 exactly where it is negligible). The same math as F.rms_norm; coremltools 9's own
+        # aten::rms_norm converter also divides by max|x| but adds eps unscaled, which shrinks
+        # the norms of large rows (up to 0.3% on SmolLM2's first token) so the package no longer
+        # computes this module. The clamp keeps an all-zero row finite.
+        m = x.abs().amax(dim=-1, keepdim=True).clamp(min=1e-4)
+        y = x / m
+        ms = (y * y).mean(dim=-1, keepdim=True) + (self.eps / m) / m
+        return y * torch.rsqrt(ms) * self.weight
 
 
 class Layer(nn.Module):
@@ -85,8 +93,15 @@ class StatefulLlama(nn.Module):
         self.norm = RMSNorm(c.hidden, c.eps)
         if not c.tie_embeddings:
             self.lm_head = nn.Linear(c.hidden, c.vocab, bias=False)
-        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.float32) / c.head_dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # RoPE as cos/sin tables [CTX, head_dim] computed once in float64 and gathered by
+        # position: an fp16 package then holds the tables rounded to fp16 (error <= 2^-11)
+        # instead of computing position * inv_freq in fp16, whose angle error grows with the
+        # position (~1 rad near 2048, 0.07 on SmolLM2's logits already at position 9).
+        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, dtype=torch.float64) / c.head_dim))
+        angles = torch.arange(c.ctx, dtype=torch.float64).unsqueeze(-1) * inv_freq  # [CTX, hd/2]
+        emb = torch.cat([angles, angles], dim=-1)
+        self.register_buffer("cos_table", emb.cos().to(torch.float32), persistent=False)
+        self.register_buffer("sin_table", emb.sin().to(torch.float32), persistent=False)
         self.reset_caches(torch.float16)
 
     # ---- weights / caches ------------------------------------------------------------------
@@ -116,10 +131,8 @@ class StatefulLlama(nn.Module):
         scale = 1.0 / math.sqrt(c.head_dim)
         s = input_ids.shape[1]
         h = self.embed_tokens(input_ids)  # [1,S,hidden]
-        freqs = position_ids.to(torch.float32).unsqueeze(-1) * self.inv_freq  # [1,S,hd/2]
-        emb = torch.cat([freqs, freqs], dim=-1)
-        cos = emb.cos().unsqueeze(1)  # [1,1,S,hd]
-        sin = emb.sin().unsqueeze(1)
+        cos = self.cos_table[position_ids[0]].unsqueeze(0).unsqueeze(0)  # [1,1,S,hd]
+        sin = self.sin_table[position_ids[0]].unsqueeze(0).unsqueeze(0)
         mask = causal_mask.to(torch.float32)
         idx = cache_offset.to(torch.int64) + torch.arange(s, dtype=torch.int64)
 

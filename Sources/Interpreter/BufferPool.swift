@@ -34,6 +34,9 @@ public final class BufferPool {
     }
 
     public private(set) var stats = Stats()
+    /// Counts ``Stats/foreign`` and names ops in ``Stats/missesByOp`` / ``Stats/foreignByOp``
+    /// (tests and diagnosis; a few hash lookups per op, off by default).
+    public var tracking = false
 
     private var floats: [Int: [[Float]]] = [:]
     private var ints: [Int: [[Int32]]] = [:]
@@ -174,9 +177,9 @@ public final class BufferPool {
     private func record<R>(_ a: [R], miss: Bool) {
         if miss {
             stats.misses += 1
-            stats.missesByOp[currentOp, default: 0] += 1
+            if tracking { stats.missesByOp[currentOp, default: 0] += 1 }
         }
-        a.withUnsafeBufferPointer { p in if let b = p.baseAddress { known.insert(UnsafeRawPointer(b)) } }
+        if tracking { a.withUnsafeBufferPointer { p in if let b = p.baseAddress { known.insert(UnsafeRawPointer(b)) } } }
     }
 
     // MARK: - plan API
@@ -187,7 +190,7 @@ public final class BufferPool {
     func noteProduced(_ v: RuntimeValue, by op: String) {
         guard case let .tensor(t) = v, let base = BufferPool.base(t.data) else { return }
         live[base, default: 0] += 1
-        if !known.contains(base), origin[base] == nil { origin[base] = op }
+        if tracking, !known.contains(base), origin[base] == nil { origin[base] = op }
     }
 
     /// Storage the pool must never hand out: constants (for the plan's life) and the caller's
@@ -247,7 +250,7 @@ public final class BufferPool {
         let n = a.count
         guard n > 0 else { return }
         let base = a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) }
-        if !known.contains(base) {
+        if tracking, !known.contains(base) {
             stats.foreign += 1
             stats.foreignByOp[origin[base] ?? "?", default: 0] += 1
             known.insert(base)
@@ -293,16 +296,18 @@ public final class BufferPool {
         origin.removeAll(keepingCapacity: true)
         live.removeAll(keepingCapacity: true)
         pinnedForRun.removeAll(keepingCapacity: true)
-        var free = Set<UnsafeRawPointer>()
-        func mark<T>(_ table: [Int: [[T]]]) {
-            for list in table.values { for a in list { free.insert(a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) }) } }
+        if tracking {
+            var free = Set<UnsafeRawPointer>()
+            func mark<T>(_ table: [Int: [[T]]]) {
+                for list in table.values { for a in list { free.insert(a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) }) } }
+            }
+            mark(floats)
+            mark(ints)
+            mark(bools)
+            // Addresses of buffers handed out and never returned (outputs kept by the caller) stay
+            // known; forget them now and then so freed memory is not mistaken for a pool buffer.
+            if known.count > 4 * max(free.count, 64) { known = free }
         }
-        mark(floats)
-        mark(ints)
-        mark(bools)
-        // Addresses of buffers handed out and never returned (outputs kept by the caller) stay
-        // known; forget them now and then so freed memory is not mistaken for a pool buffer.
-        if known.count > 4 * max(free.count, 64) { known = free }
     }
 
     /// Bytes held by free buffers.

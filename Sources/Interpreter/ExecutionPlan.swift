@@ -23,7 +23,9 @@ public final class ExecutionPlan {
     /// turns (each run's kernels still use every core).
     private let runLock = NSLock()
 
-    struct Step {
+    /// One op bound to its kernel (a class: the run loop hands steps around by reference, not
+    /// by copying their arrays and closure).
+    final class Step {
         let op: Op
         let kernel: Kernel?
         /// Per input: (name, slot or constant index per operand).
@@ -36,7 +38,19 @@ public final class ExecutionPlan {
         /// Nested block plans (control flow).
         let blocks: [BlockPlan]
         /// A KV write fused by ``StateUpdateFusion`` (no outputs; updates a state in place).
-        var fusedStateWrite = false
+        let fusedStateWrite: Bool
+
+        init(op: Op, kernel: Kernel?, inputs: [(name: String, refs: [Ref])], outputSlots: [Int], release: [Int],
+             isConstant: Bool, blocks: [BlockPlan], fusedStateWrite: Bool = false) {
+            self.op = op
+            self.kernel = kernel
+            self.inputs = inputs
+            self.outputSlots = outputSlots
+            self.release = release
+            self.isConstant = isConstant
+            self.blocks = blocks
+            self.fusedStateWrite = fusedStateWrite
+        }
     }
 
     enum Ref {
@@ -53,14 +67,15 @@ public final class ExecutionPlan {
     var slotOf: [ObjectIdentifier: Int] = [:]
     var slotCount = 0
     var constants: [ConstValue] = []
-    var constantCache: [Int: RuntimeValue] = [:]
+    var constantCache: [RuntimeValue?] = []
     /// Cached outputs of constant-only ops, by output slot.
-    var constantOpCache: [Int: RuntimeValue] = [:]
+    var constantOpCache: [RuntimeValue?] = []
     let root = BlockPlan()
     var inputSlots: [Int] = []
     /// Const outputs kept as fp16 views of the weight file (see ``findHalfViewConstants()``).
     var halfViewSlots = Set<Int>()
-    /// Operand constants that are the `scale` of `constexpr_blockwise_shift_scale` (kept as views).
+    /// Operand constants that are the `scale` of `constexpr_blockwise_shift_scale` or the `x` of
+    /// `gather` (kept as views when they are fp16 blobs).
     var halfViewConstants = Set<Int>()
     /// Outputs whose rows can be selected (``canSelectRow(of:)``), and the selected row of each.
     var rowSelectable = Set<String>()
@@ -125,11 +140,14 @@ public final class ExecutionPlan {
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
         installRowSelection(useCount: useCounts(root))
         findHalfViewConstants()
+        constantCache = Array(repeating: nil, count: constants.count)
+        constantOpCache = Array(repeating: nil, count: slotCount)
     }
 
-    /// fp16 blob constants read only as the `scale` of `constexpr_blockwise_shift_scale` stay
-    /// views of the mapped weight file (``RuntimeValue/halfBlob``) instead of fp32 copies (const
-    /// ops here; operand constants are marked in ``build(_:into:missing:)``).
+    /// fp16 blob constants read only as the `scale` of `constexpr_blockwise_shift_scale` or as
+    /// the table of a `gather` (e.g. RoPE cos/sin tables) stay views of the mapped weight file
+    /// (``RuntimeValue/halfBlob``) instead of fp32 copies (const ops here; operand constants are
+    /// marked in ``build(_:into:missing:)``).
     func findHalfViewConstants() {
         var readers: [Int: [String]] = [:]
         func walk(_ p: BlockPlan) {
@@ -145,7 +163,7 @@ public final class ExecutionPlan {
         for st in root.steps where st.op.type == "const" && st.outputSlots.count == 1 {
             guard let val = st.op.attribute("val"), case .blob = val.payload, val.type.tensorType?.dtype == .fp16,
                   let r = readers[st.outputSlots[0]], !r.isEmpty,
-                  r.allSatisfy({ $0 == "constexpr_blockwise_shift_scale.scale" }) else { continue }
+                  r.allSatisfy({ $0 == "constexpr_blockwise_shift_scale.scale" || $0 == "gather.x" }) else { continue }
             halfViewSlots.insert(st.outputSlots[0])
         }
     }
@@ -190,7 +208,7 @@ public final class ExecutionPlan {
                     case let .constant(c):
                         constants.append(c)
                         refs.append(.constant(constants.count - 1))
-                        if op.type == "constexpr_blockwise_shift_scale" && input.name == "scale" {
+                        if (op.type == "constexpr_blockwise_shift_scale" && input.name == "scale") || (op.type == "gather" && input.name == "x") {
                             halfViewConstants.insert(constants.count - 1)
                         }
                     }
@@ -318,7 +336,7 @@ public final class ExecutionPlan {
 
     func execute(_ plan: BlockPlan, slots: inout [RuntimeValue?]) throws {
         for step in plan.steps {
-            if step.isConstant, constantOpCache[step.outputSlots.first ?? -1] != nil || (step.outputSlots.isEmpty) {
+            if step.isConstant, step.outputSlots.isEmpty || constantOpCache[step.outputSlots[0]] != nil {
                 continue
             }
             let results: [RuntimeValue]
@@ -333,12 +351,12 @@ public final class ExecutionPlan {
                 } else if !step.blocks.isEmpty {
                     results = try ControlFlow.run(step, plan: self, slots: &slots)
                 } else {
-                    var values: [String: [RuntimeValue]] = [:]
+                    var values = [String: [RuntimeValue]](minimumCapacity: step.inputs.count)
                     for (name, refs) in step.inputs {
                         values[name] = try refs.map { try resolve($0, slots: slots) }
                     }
                     let inv = KernelInvocation(op: step.op, precision: precision, values: values)
-                    pool.currentOp = step.op.type
+                    if pool.tracking { pool.currentOp = step.op.type }
                     if profile != nil {
                         let t0 = DispatchTime.now().uptimeNanoseconds
                         results = try step.kernel!(inv)

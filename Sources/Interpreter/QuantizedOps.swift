@@ -2,11 +2,38 @@ import GraphIR
 
 /// Kernels on compressed weights that are not linear algebra.
 enum QuantizedOps {
+    /// `gather` of rows (axis 0, batch_dims 0) of an fp16 table read in place from the weight
+    /// file (``RuntimeValue/halfBlob``): only the selected rows are widened. Any other form
+    /// widens the table and runs the dense kernel.
+    static func gatherRows(_ inv: KernelInvocation, shape: [Int], table h: HalfBuffer, dense: Kernel) throws -> [RuntimeValue] {
+        var axis = try inv.int("axis", default: 0)
+        if axis < 0 { axis += shape.count }
+        guard axis == 0, try inv.int("batch_dims", default: 0) == 0, let rows = shape.first else {
+            var values: [String: [RuntimeValue]] = [:]
+            for input in inv.op.inputs { values[input.name] = try [inv.value(input.name)] }
+            values["x"] = [.tensor(try RuntimeValue.halfBlob(shape, h).dense())]
+            return try dense(KernelInvocation(op: inv.op, precision: inv.precision, values: values))
+        }
+        let indices = try inv.tensor("indices")
+        let rowLen = shape.dropFirst().reduce(1, *)
+        var out: [Float] = BufferPool.uninitialized(indices.count * rowLen)
+        try out.withUnsafeMutableBufferPointer { o in
+            for (k, raw) in indices.ints.enumerated() {
+                var r = Int(raw)
+                if r < 0 { r += rows }
+                guard r >= 0, r < rows else { throw KernelError("index \(raw) out of range for dimension 0 of size \(rows)") }
+                for j in 0..<rowLen { o[k * rowLen + j] = h[r * rowLen + j] }
+            }
+        }
+        return [.tensor(Tensor(.fp16, shape: indices.shape + Array(shape.dropFirst()), floats: out))]
+    }
+
     /// Wraps the dense `gather` kernel: when `x` is a ``QuantizedTensor`` (an int8 embedding
     /// table) and the gather is along axis 0 with batch_dims 0, only the selected rows are
     /// dequantized; otherwise the dense kernel runs.
     static func gatherWrapping(_ dense: @escaping Kernel) -> Kernel {
         return { inv in
+            if case let .halfBlob(shape, h) = try inv.value("x") { return try gatherRows(inv, shape: shape, table: h, dense: dense) }
             guard case let .quantized(q) = try inv.value("x") else { return try dense(inv) }
             var axis = try inv.int("axis", default: 0)
             if axis < 0 { axis += q.shape.count }

@@ -14,6 +14,7 @@ final class BufferPoolTests: XCTestCase {
         let model = try ModelLoader.load(path: StatefulModelTests.modelsDir + name + ".mlpackage")
         let ref = try NPZ.read(path: StatefulModelTests.modelsDir + "reference/" + name + "_run.npz")
         let session = try Session(model: model)
+        session.plan.pool.tracking = true
         let calls = ref.keys.filter { $0.hasSuffix("_logits") }.count
         XCTAssertGreaterThanOrEqual(calls, 4, file: file, line: line)
         for k in 0..<calls {
@@ -41,10 +42,9 @@ final class BufferPoolTests: XCTestCase {
     func testTinyLlamaFP16DecodeAllocatesNothing() throws { try steadyState("tiny_llama_fp16") }
     func testTinyLlamaInt8DecodeAllocatesNothing() throws { try steadyState("tiny_llama_int8") }
     func testDynamicEndDecodeAllocatesNothing() throws { try steadyState("tiny_llama_dynamic_end") }
-    /// The twin's torch reference differs by up to ~0.16 on logits of magnitude ~70 (coremltools'
-    /// RMSNorm lowering, fp16 states; tools/NOTES.md); a recycled buffer leaking stale values
-    /// would be far off.
-    func testSmolLM2TwinDecodeAllocatesNothing() throws { try steadyState("smollm2_twin_int8", tolerance: 0.25) }
+    /// Logits of magnitude ~70, returned as fp16 (spacing 0.03–0.06 there): the tolerance
+    /// allows that rounding and the fp16 KV cache.
+    func testSmolLM2TwinDecodeAllocatesNothing() throws { try steadyState("smollm2_twin_int8", tolerance: 0.05) }
 
     /// A recycled buffer still shared with a live value is copied before a kernel writes into
     /// it (and counted as a miss), so the live value keeps its contents.

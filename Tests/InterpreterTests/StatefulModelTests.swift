@@ -107,7 +107,7 @@ final class StatefulModelTests: XCTestCase {
         for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] { inputs[input] = try XCTUnwrap(ref["call0_\(input)"]) }
         _ = try session.predict(inputs)
         var quantized = 0
-        for v in session.plan.constantOpCache.values {
+        for v in session.plan.constantOpCache.compactMap({ $0 }) {
             guard case let .quantized(q) = v else { continue }
             quantized += 1
             XCTAssertTrue(q.data.isMapped)
