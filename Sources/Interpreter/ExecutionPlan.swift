@@ -39,6 +39,9 @@ public final class ExecutionPlan {
         let blocks: [BlockPlan]
         /// A KV write fused by ``StateUpdateFusion`` (no outputs; updates a state in place).
         let fusedStateWrite: Bool
+        /// Input names and the offsets of their operands in a flat list (``KernelInvocation``).
+        let inputNames: [String]
+        let inputBounds: [Int]
 
         init(op: Op, kernel: Kernel?, inputs: [(name: String, refs: [Ref])], outputSlots: [Int], release: [Int],
              isConstant: Bool, blocks: [BlockPlan], fusedStateWrite: Bool = false) {
@@ -50,6 +53,23 @@ public final class ExecutionPlan {
             self.isConstant = isConstant
             self.blocks = blocks
             self.fusedStateWrite = fusedStateWrite
+            var b = [0]
+            for (_, refs) in inputs { b.append(b[b.count - 1] + refs.count) }
+            (inputNames, inputBounds) = Step.interned(inputs.map(\.name), b)
+        }
+
+        /// Thousands of steps share a few dozen name lists: one stored copy of each.
+        private static let internLock = NSLock()
+        nonisolated(unsafe) private static var namesTable: [[String]: [String]] = [:]
+        nonisolated(unsafe) private static var boundsTable: [[Int]: [Int]] = [:]
+        private static func interned(_ names: [String], _ bounds: [Int]) -> ([String], [Int]) {
+            internLock.lock()
+            defer { internLock.unlock() }
+            let n = namesTable[names] ?? names
+            namesTable[names] = n
+            let b = boundsTable[bounds] ?? bounds
+            boundsTable[bounds] = b
+            return (n, b)
         }
     }
 
@@ -142,6 +162,8 @@ public final class ExecutionPlan {
         findHalfViewConstants()
         constantCache = Array(repeating: nil, count: constants.count)
         constantOpCache = Array(repeating: nil, count: slotCount)
+        slotOf = [:]  // only needed while building
+        constantSlots = []
     }
 
     /// fp16 blob constants read only as the `scale` of `constexpr_blockwise_shift_scale` or as
@@ -351,11 +373,13 @@ public final class ExecutionPlan {
                 } else if !step.blocks.isEmpty {
                     results = try ControlFlow.run(step, plan: self, slots: &slots)
                 } else {
-                    var values = [String: [RuntimeValue]](minimumCapacity: step.inputs.count)
-                    for (name, refs) in step.inputs {
-                        values[name] = try refs.map { try resolve($0, slots: slots) }
+                    var flat: [RuntimeValue] = []
+                    flat.reserveCapacity(step.inputBounds[step.inputBounds.count - 1])
+                    for (_, refs) in step.inputs {
+                        for r in refs { flat.append(try resolve(r, slots: slots)) }
                     }
-                    let inv = KernelInvocation(op: step.op, precision: precision, values: values)
+                    let inv = KernelInvocation(op: step.op, precision: precision, names: step.inputNames,
+                                               bounds: step.inputBounds, flat: flat)
                     if pool.tracking { pool.currentOp = step.op.type }
                     if profile != nil {
                         let t0 = DispatchTime.now().uptimeNanoseconds

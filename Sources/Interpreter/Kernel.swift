@@ -1,26 +1,59 @@
 import GraphIR
 
 /// What a kernel sees: its op, the runtime values bound to each input, and the run settings.
+///
+/// The values are held flat — input `names[i]` owns `flat[bounds[i] ..< bounds[i + 1]]` — and
+/// found by a linear scan of the few input names (no dictionary, no string hashing per op).
 public struct KernelInvocation {
     public let op: Op
     public let precision: Precision
-    var values: [String: [RuntimeValue]]
+    let names: [String]
+    let bounds: [Int]
+    let flat: [RuntimeValue]
 
     public init(op: Op, precision: Precision, values: [String: [RuntimeValue]]) {
-        self.op = op
-        self.precision = precision
-        self.values = values
+        var names: [String] = [], bounds = [0], flat: [RuntimeValue] = []
+        for (k, v) in values {
+            names.append(k)
+            flat += v
+            bounds.append(flat.count)
+        }
+        self.init(op: op, precision: precision, names: names, bounds: bounds, flat: flat)
     }
 
-    public func has(_ name: String) -> Bool { values[name] != nil }
+    init(op: Op, precision: Precision, names: [String], bounds: [Int], flat: [RuntimeValue]) {
+        self.op = op
+        self.precision = precision
+        self.names = names
+        self.bounds = bounds
+        self.flat = flat
+    }
+
+    /// Every input's values by name (a copy; for wrappers that rebind an input).
+    var values: [String: [RuntimeValue]] {
+        var d: [String: [RuntimeValue]] = [:]
+        for (i, n) in names.enumerated() { d[n] = Array(flat[bounds[i]..<bounds[i + 1]]) }
+        return d
+    }
+
+    @inline(__always)
+    func slice(_ name: String) -> ArraySlice<RuntimeValue>? {
+        for i in 0..<names.count where names[i] == name { return flat[bounds[i]..<bounds[i + 1]] }
+        return nil
+    }
+
+    public func has(_ name: String) -> Bool { slice(name) != nil }
 
     /// The runtime value bound to input `name`.
     public func value(_ name: String) throws -> RuntimeValue {
-        guard let v = values[name], v.count == 1 else {
-            throw KernelError(values[name] == nil ? "missing input '\(name)'" : "input '\(name)' has \(values[name]!.count) values, expected 1")
+        guard let v = slice(name), v.count == 1 else {
+            throw KernelError(slice(name) == nil ? "missing input '\(name)'" : "input '\(name)' has \(slice(name)!.count) values, expected 1")
         }
-        return v[0]
+        return v[v.startIndex]
     }
+
+    /// Every value bound to the variadic input `name` (e.g. `concat.values`), or nil.
+    func all(_ name: String) -> [RuntimeValue]? { slice(name).map(Array.init) }
 
     /// Input `name` as a dense tensor.
     public func tensor(_ name: String) throws -> Tensor { try value(name).dense() }
@@ -28,7 +61,7 @@ public struct KernelInvocation {
 
     /// Variadic input `name` (e.g. `concat.values`) as dense tensors.
     public func tensors(_ name: String) throws -> [Tensor] {
-        guard let v = values[name] else { throw KernelError("missing input '\(name)'") }
+        guard let v = slice(name) else { throw KernelError("missing input '\(name)'") }
         return try v.map { try $0.dense() }
     }
 

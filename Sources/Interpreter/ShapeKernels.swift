@@ -63,11 +63,11 @@ enum ShapeKernels {
 
     /// Input `name` as a flat list of ints, whether it is one 1-D tensor or a tuple of scalars.
     static func flatInts(_ inv: KernelInvocation, _ name: String) throws -> [Int] {
-        guard let vs = inv.values[name] else { throw KernelError("missing input '\(name)'") }
+        guard let vs = inv.all(name) else { throw KernelError("missing input '\(name)'") }
         return try vs.flatMap { try $0.dense().ints.map(Int.init) }
     }
     static func flatBools(_ inv: KernelInvocation, _ name: String) throws -> [Bool] {
-        guard let vs = inv.values[name] else { throw KernelError("missing input '\(name)'") }
+        guard let vs = inv.all(name) else { throw KernelError("missing input '\(name)'") }
         return try vs.flatMap { try $0.dense().bools }
     }
 
@@ -295,7 +295,7 @@ enum ShapeKernels {
     /// concatenation of `ref_tensors[i].shape[begins[i]:ends[i]]` (`[begins[i]:]` with end_mask).
     static func reshapeLike(_ inv: KernelInvocation) throws -> [RuntimeValue] {
         var x = try inv.tensor("x")
-        guard let refs = inv.values["ref_tensors"] else { throw KernelError("missing input 'ref_tensors'") }
+        guard let refs = inv.all("ref_tensors") else { throw KernelError("missing input 'ref_tensors'") }
         let begins = try flatInts(inv, "begins"), ends = try flatInts(inv, "ends"), masks = try flatBools(inv, "end_masks")
         guard begins.count == refs.count, ends.count == refs.count, masks.count == refs.count else {
             throw KernelError("reshape_like: \(refs.count) ref_tensors but \(begins.count) begins, \(ends.count) ends, \(masks.count) end_masks")
