@@ -106,6 +106,10 @@ final class DiagnoseTests: XCTestCase {
         }
         let mf = Diagnoser.diagnose(try load("multifunction.mlpackage"))
         XCTAssertEqual(significant(mf), [])
+        // The SmolLM2 twin's RMSNorm divides by clip(reduce_max(|x|), 1e-4, +inf) before
+        // squaring: no finding at all (no "square in norm" note, no warning for the +inf bound).
+        let twin = Diagnoser.diagnose(try load("smollm2_twin_int8.mlpackage"))
+        XCTAssertEqual(twin.findings.map(\.code), [], twin.text(modelPath: "smollm2_twin_int8"))
         XCTAssertEqual(mf.functions.map(\.name).sorted(), ["decode", "prefill"])
     }
 

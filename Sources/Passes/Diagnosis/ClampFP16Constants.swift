@@ -43,6 +43,11 @@ public struct ClampFP16Constants: FunctionPass {
     static func outOfRange(_ op: Op, uses: UseMap) -> Double? {
         guard op.type == "const", let v = op.outputs.first, let c = op.attribute("val"), let t = c.type.tensorType,
               let n = t.elementCount, n <= maxElements else { return nil }
+        // ±inf as a `clip` bound means "no bound" (torch's clamp(min=…) converts so): harmless.
+        let users = uses.users(of: v)
+        if !users.isEmpty, users.allSatisfy({ u in
+            u.type == "clip" && u.inputs.allSatisfy { i in i.name == "alpha" || i.name == "beta" || !i.operands.contains { $0.value === v } }
+        }) { return nil }
         switch t.dtype {
         case .fp16:
             return c.doubles()?.first { $0.isInfinite }

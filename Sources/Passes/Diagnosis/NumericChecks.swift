@@ -46,12 +46,13 @@ enum NumericChecks {
         return out
     }
 
-    /// `v = real_div(x, s)` with `s` = `reduce_max(abs(x))` (possibly through `maximum`): the
+    /// `v = real_div(x, s)` with `s` = `reduce_max(abs(x))` (possibly through `maximum` or `clip`): the
     /// overflow-safe form (coremltools' `rms_norm` lowering, `fp16_safe_rms_norm`'s output).
     static func isScaledByRowMax(_ v: Value) -> Bool {
         guard let div = v.producer, div.type == "real_div", let x = div.operand("x")?.value,
               var s = div.operand("y")?.value?.producer else { return false }
-        if s.type == "maximum", let inner = s.operand("x")?.value?.producer { s = inner }
+        // The row max may pass through a floor: maximum(m, eps) or clip(m, alpha = eps, …).
+        if s.type == "maximum" || s.type == "clip", let inner = s.operand("x")?.value?.producer { s = inner }
         guard s.type == "reduce_max", let a = s.operand("x")?.value?.producer, a.type == "abs" else { return false }
         return a.operand("x")?.value === x
     }
