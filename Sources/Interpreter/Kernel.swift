@@ -29,11 +29,19 @@ public struct KernelInvocation {
         self.flat = flat
     }
 
-    /// Every input's values by name (a copy; for wrappers that rebind an input).
-    var values: [String: [RuntimeValue]] {
-        var d: [String: [RuntimeValue]] = [:]
-        for (i, n) in names.enumerated() { d[n] = Array(flat[bounds[i]..<bounds[i + 1]]) }
-        return d
+    /// The same invocation with input `name` bound to `value` alone (added when absent): how a
+    /// wrapping kernel hands its inner kernel a dense, sliced or widened input.
+    func replacing(_ name: String, with value: RuntimeValue) -> KernelInvocation {
+        var names: [String] = [], bounds = [0], flat: [RuntimeValue] = []
+        for (i, n) in self.names.enumerated() where n != name {
+            names.append(n)
+            flat += self.flat[self.bounds[i]..<self.bounds[i + 1]]
+            bounds.append(flat.count)
+        }
+        names.append(name)
+        flat.append(value)
+        bounds.append(flat.count)
+        return KernelInvocation(op: op, precision: precision, names: names, bounds: bounds, flat: flat)
     }
 
     @inline(__always)

@@ -9,10 +9,7 @@ enum QuantizedOps {
         var axis = try inv.int("axis", default: 0)
         if axis < 0 { axis += shape.count }
         guard axis == 0, try inv.int("batch_dims", default: 0) == 0, let rows = shape.first else {
-            var values: [String: [RuntimeValue]] = [:]
-            for input in inv.op.inputs { values[input.name] = try [inv.value(input.name)] }
-            values["x"] = [.tensor(try RuntimeValue.halfBlob(shape, h).dense())]
-            return try dense(KernelInvocation(op: inv.op, precision: inv.precision, values: values))
+            return try dense(inv.replacing("x", with: .tensor(try RuntimeValue.halfBlob(shape, h).dense())))
         }
         let indices = try inv.tensor("indices")
         let rowLen = shape.dropFirst().reduce(1, *)
@@ -39,10 +36,7 @@ enum QuantizedOps {
             if axis < 0 { axis += q.shape.count }
             let batchDims = try inv.int("batch_dims", default: 0)
             guard axis == 0, batchDims == 0, q.shape.count >= 1 else {
-                var values: [String: [RuntimeValue]] = [:]
-                for input in inv.op.inputs { values[input.name] = try [inv.value(input.name)] }
-                values["x"] = [.tensor(q.dequantize())]
-                return try dense(KernelInvocation(op: inv.op, precision: inv.precision, values: values))
+                return try dense(inv.replacing("x", with: .tensor(q.dequantize())))
             }
             let indices = try inv.tensor("indices")
             let rows = q.shape[0], rowLen = q.shape.dropFirst().reduce(1, *)

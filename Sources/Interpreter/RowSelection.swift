@@ -42,9 +42,7 @@ extension ExecutionPlan {
                 guard x.rank >= 2, row < x.shape[x.rank - 2] else {
                     throw KernelError("row \(row) selected of '\(name)', but x has shape \(x.shape)")
                 }
-                var values = inv.values
-                values["x"] = [.tensor(ExecutionPlan.row(row, of: x))]
-                return try base(KernelInvocation(op: inv.op, precision: inv.precision, values: values))
+                return try base(inv.replacing("x", with: .tensor(ExecutionPlan.row(row, of: x))))
             }
             root.steps[i] = Step(op: st.op, kernel: wrapped, inputs: st.inputs, outputSlots: st.outputSlots, release: st.release,
                                  isConstant: st.isConstant, blocks: st.blocks, fusedStateWrite: st.fusedStateWrite)

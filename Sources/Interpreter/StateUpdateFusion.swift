@@ -76,10 +76,7 @@ enum StateUpdateFusion {
     /// Runs the unfused op on a widened copy of the state and writes the result back (modes
     /// other than `update`, and states not kept in fp16 / fp32 storage).
     static func dense(_ inv: KernelInvocation, _ s: StateBuffer, kernel: Kernel, dataName: String) throws -> [RuntimeValue] {
-        var values: [String: [RuntimeValue]] = [:]
-        for name in inv.op.inputs.map(\.name) where name != dataName && inv.has(name) { values[name] = [try inv.value(name)] }
-        values[dataName] = [.tensor(s.tensor())]
-        let r = try kernel(KernelInvocation(op: inv.op, precision: inv.precision, values: values))
+        let r = try kernel(inv.replacing(dataName, with: .tensor(s.tensor())))
         guard r.count == 1 else { throw KernelError("fused state write: the dense kernel gave \(r.count) results") }
         try s.write(try r[0].dense())
         return []
