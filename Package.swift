@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Interpreter", targets: ["Interpreter"]),
         .library(name: "Passes", targets: ["Passes"]),
         .library(name: "StateOps", targets: ["StateOps"]),
+        .library(name: "Comparison", targets: ["Comparison"]),
         .executable(name: "forge-ir", targets: ["forge-ir"]),
     ],
     targets: [
@@ -39,7 +40,9 @@ let package = Package(
         ),
         .target(name: "Passes", dependencies: ["GraphIR", "Interpreter"]),
         .target(name: "StateOps", dependencies: ["GraphIR", "Interpreter"]),
-        .executableTarget(name: "forge-ir", dependencies: ["GraphIR", "Interpreter", "Passes", "StateOps"]),
+        // Intermediate values on disk, error metrics, `forge-ir compare`'s walk.
+        .target(name: "Comparison", dependencies: ["GraphIR", "Interpreter", "StateOps"]),
+        .executableTarget(name: "forge-ir", dependencies: ["GraphIR", "Interpreter", "Passes", "StateOps", "Comparison"]),
         .testTarget(
             name: "GraphIRTests",
             dependencies: ["GraphIR"],
@@ -57,7 +60,7 @@ let package = Package(
         // dependency makes `swift test` build the executable first.
         .testTarget(
             name: "ForgeCLITests",
-            dependencies: ["forge-ir", "GraphIR", "Interpreter"],
+            dependencies: ["forge-ir", "GraphIR", "Interpreter", "Comparison"],
             exclude: ["Snapshots"]
         ),
     ],
