@@ -1,0 +1,190 @@
+import Dispatch
+import GraphIR
+import Interpreter
+import StateOps
+
+/// One compared value: a function output or an op output both sides have.
+public struct ValueComparison {
+    public var name: String
+    /// Producing op in the candidate (nil for a function input).
+    public var op: String?
+    public var opType: String?
+    /// Position of the value in the candidate's run (op order), from 0.
+    public var index: Int
+    public var dtype: String
+    public var shape: [Int]
+    /// Reference shape when it differs (then `metrics` is nil).
+    public var referenceShape: [Int]?
+    public var metrics: ErrorMetrics?
+    public var ok: Bool
+}
+
+/// The first value (in the candidate's op order) beyond the tolerance, with its op's inputs.
+public struct Divergence {
+    public struct InputStat {
+        /// The op's input name (`x`, `values[1]`, …) and the value bound to it.
+        public var input: String
+        public var value: String
+        public var reference: TensorStats?
+        public var candidate: TensorStats?
+        public var metrics: ErrorMetrics?
+    }
+    public var call: Int
+    public var value: ValueComparison
+    public var inputs: [InputStat]
+}
+
+/// The comparison of one call.
+public struct CallComparison {
+    public var call: Int
+    public var label: String
+    /// The function outputs, in the candidate's output order.
+    public var outputs: [ValueComparison]
+    /// Every op output both sides have, in the candidate's op order.
+    public var ops: [ValueComparison]
+    public var firstDivergence: Divergence?
+    /// Values of the reference left unrecorded because of the byte budget.
+    public var unrecorded: Int
+    /// Values the candidate produced that the reference does not have (other op names).
+    public var candidateOnly: Int
+}
+
+/// One side of a comparison that runs: a session built to observe every op output.
+public final class ComparisonRunner {
+    public let label: String
+    public let session: Session
+    /// Producing op of each value name, and the op order of the function.
+    let producers: [String: Op]
+    public let opCount: Int
+
+    /// - Throws: `InterpreterError` (unsupported ops, bad function name, states).
+    public init(model: Model, function: String?, precision: Precision, label: String) throws {
+        self.label = label
+        session = try Session(model: model, function: function, precision: precision, observing: .all)
+        var p: [String: Op] = [:], n = 0
+        session.function.body.walk { op in
+            for v in op.outputs { p[v.name] = op }
+            if op.type != "const" && !op.type.hasPrefix("constexpr_") { n += 1 }
+        }
+        producers = p
+        opCount = n
+    }
+
+    /// Runs one call (states carried), handing every observed value to `body` in op order.
+    public func run(_ inputs: [String: Tensor], _ body: @escaping (String, Tensor) -> Void) throws -> [String: Tensor] {
+        session.plan.valueObserver = body
+        defer { session.plan.valueObserver = nil }
+        return try session.predict(inputs)
+    }
+}
+
+/// `forge-ir compare`: runs the candidate on each call and compares every value it produces
+/// with the reference's value of the same name — a second run (another package, or the same
+/// package in another precision) or recorded arrays (`--reference`).
+public enum ValueComparator {
+    /// Where the reference values come from.
+    public enum Reference {
+        case run(ComparisonRunner)
+        /// Per call: the recorded arrays by value name.
+        case recorded([[String: Tensor]])
+    }
+
+    /// Progress: (call, calls, values seen in this call, ops of the function).
+    public typealias Progress = (Int, Int, Int, Int) -> Void
+
+    /// Compares call by call.
+    /// - Parameters:
+    ///   - maxBytes: budget for the reference values held in memory per call (float values
+    ///     count 4 bytes an element); values beyond it are not compared (``CallComparison/unrecorded``).
+    ///   - checked: when non-nil, only these names decide ``ValueComparison/ok`` of the outputs
+    ///     (recorded references: every recorded value is checked).
+    /// - Throws: `InterpreterError` from either run.
+    public static func compare(reference: Reference, candidate: ComparisonRunner, calls: [(inputs: [String: Tensor], label: String)],
+                               tolerance: Tolerance, maxBytes: Int = 4 << 30, progress: Progress? = nil) throws -> [CallComparison] {
+        var result: [CallComparison] = []
+        for (k, call) in calls.enumerated() {
+            // 1. Reference values of this call.
+            var ref: [String: Tensor] = [:]
+            var refOutputs: [String: Tensor] = [:]
+            var unrecorded = 0
+            switch reference {
+            case let .run(r):
+                var bytes = 0
+                refOutputs = try r.run(call.inputs) { name, t in
+                    let n = t.count * 4
+                    guard bytes + n <= maxBytes else { unrecorded += 1; return }
+                    bytes += n
+                    ref[name] = t
+                }
+            case let .recorded(list):
+                ref = k < list.count ? list[k] : [:]
+                refOutputs = ref
+            }
+            // 2. Candidate, compared as its values come.
+            var ops: [ValueComparison] = []
+            var candStats: [String: TensorStats] = [:]
+            var metricsByName: [String: ErrorMetrics] = [:]
+            var candidateOnly = 0
+            var index = 0
+            var divergence: (ValueComparison, Op)?
+            var lastReport = DispatchTime.now().uptimeNanoseconds
+            let producers = candidate.producers
+            let outputs = try candidate.run(call.inputs) { name, t in
+                defer { index += 1 }
+                if let progress {
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    if now - lastReport > 200_000_000 { lastReport = now; progress(k, calls.count, index, candidate.opCount) }
+                }
+                guard let r = ref[name] else { candidateOnly += 1; return }
+                let op = producers[name]
+                var vc = ValueComparison(name: name, op: op?.name, opType: op?.type, index: index, dtype: t.dtype.rawValue,
+                                         shape: t.shape, referenceShape: nil, metrics: nil, ok: false)
+                if let m = ErrorMetrics(candidate: t, reference: r, tolerance: tolerance) {
+                    vc.metrics = m
+                    vc.ok = m.passes(tolerance)
+                    metricsByName[name] = m
+                } else {
+                    vc.referenceShape = r.shape
+                }
+                candStats[name] = TensorStats(t)
+                ops.append(vc)
+                if divergence == nil, !vc.ok, let op { divergence = (vc, op) }
+            }
+            // 3. Outputs.
+            var outs: [ValueComparison] = []
+            for (i, v) in candidate.session.function.outputs.enumerated() {
+                guard let c = outputs[v.name], let r = refOutputs[v.name] else { continue }
+                var vc = ValueComparison(name: v.name, op: producers[v.name]?.name, opType: producers[v.name]?.type, index: i,
+                                         dtype: c.dtype.rawValue, shape: c.shape, referenceShape: nil, metrics: nil, ok: false)
+                if let m = ErrorMetrics(candidate: c, reference: r, tolerance: tolerance) {
+                    vc.metrics = m
+                    vc.ok = m.passes(tolerance)
+                } else {
+                    vc.referenceShape = r.shape
+                }
+                outs.append(vc)
+            }
+            var first: Divergence?
+            if let (vc, op) = divergence {
+                var inputs: [Divergence.InputStat] = []
+                for input in op.inputs {
+                    for (j, operand) in input.operands.enumerated() {
+                        guard let v = operand.value, !v.type.isState else { continue }
+                        let label = input.operands.count > 1 ? "\(input.name)[\(j)]" : input.name
+                        let inRef = ref[v.name] ?? call.inputs[v.name]
+                        let inCand = candStats[v.name] ?? call.inputs[v.name].map(TensorStats.init)
+                        let m = metricsByName[v.name] ?? {
+                            guard let a = call.inputs[v.name], let b = inRef else { return nil }
+                            return ErrorMetrics(candidate: a, reference: b, tolerance: tolerance)
+                        }()
+                        inputs.append(.init(input: label, value: v.name, reference: inRef.map(TensorStats.init), candidate: inCand, metrics: m))
+                    }
+                }
+                first = Divergence(call: k, value: vc, inputs: inputs)
+            }
+            result.append(CallComparison(call: k, label: call.label, outputs: outs, ops: ops, firstDivergence: first,
+                                         unrecorded: unrecorded, candidateOnly: candidateOnly))
+        }
+        return result
+    }
+}
