@@ -79,7 +79,7 @@ enum CompareInputs {
     }
 
     /// Splits recorded arrays into calls: keys `call<K>_<name>` (the tools' reference runs)
-    /// give one call per K, other keys one call. Function inputs become the call's inputs,
+    /// give one call per K (unnumbered keys next to them are left out), other keys one call. Function inputs become the call's inputs,
     /// everything else reference values (renamed with `map`: reference name → value name).
     static func recorded(_ arrays: [String: Tensor], function f: Function, map: [String: String])
         -> (calls: [[String: Tensor]], values: [[String: Tensor]], unmatched: [String]) {
@@ -95,6 +95,10 @@ enum CompareInputs {
         var known = Set(f.outputs.map(\.name))
         f.body.walk { op in for v in op.outputs { known.insert(v.name) } }
         var calls: [[String: Tensor]] = [], values: [[String: Tensor]] = [], unmatched = Set<String>()
+        // With numbered calls, unnumbered arrays (e.g. final states) belong to no call.
+        if byCall.keys.contains(where: { $0 >= 0 }), let extra = byCall.removeValue(forKey: -1) {
+            for (name, _) in extra { unmatched.insert(name) }
+        }
         let keys = byCall.keys.sorted()
         for k in keys {
             var ins: [String: Tensor] = [:], vals: [String: Tensor] = [:]

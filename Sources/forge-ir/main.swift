@@ -16,6 +16,8 @@ let commands: [Command.Type] = [
     GenerateCommand.self,
     BenchCommand.self,
     CompareCommand.self,
+    ExtractCommand.self,
+    ReduceCommand.self,
 ]
 
 let version = "0.1.0"
