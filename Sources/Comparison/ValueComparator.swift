@@ -70,6 +70,13 @@ public final class ComparisonRunner {
         opCount = n
     }
 
+    /// The value of a `const` op's output `name` as a tensor (up to 2^22 elements), else nil.
+    public func constant(_ name: String) -> Tensor? {
+        guard let op = producers[name], let c = op.constValue, let t = c.type.tensorType, let shape = t.fixedShape,
+              shape.reduce(1, *) <= 1 << 22, let d = c.doubles() else { return nil }
+        return Tensor(t.dtype.isFloat ? t.dtype : .fp32, shape: shape, floats: d.map { Float($0) })
+    }
+
     /// Runs one call (states carried), handing every observed value to `body` in op order.
     public func run(_ inputs: [String: Tensor], _ body: @escaping (String, Tensor) -> Void) throws -> [String: Tensor] {
         session.plan.valueObserver = body
@@ -171,10 +178,13 @@ public enum ValueComparator {
                     for (j, operand) in input.operands.enumerated() {
                         guard let v = operand.value, !v.type.isState else { continue }
                         let label = input.operands.count > 1 ? "\(input.name)[\(j)]" : input.name
-                        let inRef = ref[v.name] ?? call.inputs[v.name]
-                        let inCand = candStats[v.name] ?? call.inputs[v.name].map(TensorStats.init)
+                        var refConst: Tensor?
+                        if case let .run(r) = reference { refConst = r.constant(v.name) }
+                        let candConst = candidate.constant(v.name)
+                        let inRef = ref[v.name] ?? call.inputs[v.name] ?? refConst
+                        let inCand = candStats[v.name] ?? (call.inputs[v.name] ?? candConst).map(TensorStats.init)
                         let m = metricsByName[v.name] ?? {
-                            guard let a = call.inputs[v.name], let b = inRef else { return nil }
+                            guard let a = call.inputs[v.name] ?? candConst, let b = inRef else { return nil }
                             return ErrorMetrics(candidate: a, reference: b, tolerance: tolerance)
                         }()
                         inputs.append(.init(input: label, value: v.name, reference: inRef.map(TensorStats.init), candidate: inCand, metrics: m))
