@@ -1,7 +1,6 @@
 import Dispatch
 import GraphIR
 import Interpreter
-import StateOps
 
 /// One compared value: a function output or an op output both sides have.
 public struct ValueComparison {

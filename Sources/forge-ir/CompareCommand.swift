@@ -2,7 +2,6 @@ import Comparison
 import Foundation
 import GraphIR
 import Interpreter
-import StateOps
 
 /// `forge-ir compare A [B]`: the same calls through two packages, one package in two
 /// precisions, or one package against recorded reference values; per output and per common

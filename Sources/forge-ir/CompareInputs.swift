@@ -1,27 +1,16 @@
 import Foundation
 import GraphIR
 import Interpreter
-import StateOps
+import Generation
 
 /// The calls `forge-ir compare` makes: from `--inputs`, from the reference's recorded inputs,
-/// a generated prefill (+ decode calls) for stateful LLM packages (StateOps' `LLMContract`),
+/// a generated prefill (+ decode calls) for stateful LLM packages (Generation's `LLMContract`),
 /// or random arrays generated from the function's input types.
 enum CompareInputs {
     typealias Call = (inputs: [String: Tensor], label: String)
 
-    /// SplitMix64 stream.
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        /// Uniform in [-1, 1).
-        mutating func unit() -> Float { Float(next() >> 40) / Float(1 << 23) - 1 }
-    }
+    /// Uniform in [-1, 1) from 24 bits of the stream.
+    static func unit(_ g: inout SplitMix64) -> Float { Float(g.next() >> 40) / Float(1 << 23) - 1 }
 
     /// LLM contract: a prefill of `length` random ids (seed) and `decodeSteps` single-token
     /// calls; otherwise one call of random arrays per input (repeated `decodeSteps` more times
@@ -42,14 +31,15 @@ enum CompareInputs {
             guard decodeSteps == 0 || c.admits(width: 1) else {
                 throw CompareCLIError("--decode-steps: function '\(f.name)' takes no single-token calls (input_ids \(c.width))")
             }
-            let ids = DiagnoseRuntime.randomIDs(n + decodeSteps, vocab: vocab, seed: seed)
+            var g = SplitMix64(seed: seed)   // the same ids as diagnose's generated prompts
+            let ids = (0..<(n + decodeSteps)).map { _ in Int32(g.next() % UInt64(max(vocab, 1))) }
             var calls: [Call] = [(c.inputs(ids: Array(ids[0..<n]), position: 0), "prefill of \(n) random token ids (seed \(seed))")]
             for s in 0..<decodeSteps {
                 calls.append((c.inputs(ids: [ids[n + s]], position: n + s), "decode step \(s + 1) (token \(ids[n + s]) at position \(n + s))"))
             }
             return calls
         }
-        var rng = Random(state: seed)
+        var rng = SplitMix64(seed: seed)
         var inputs: [String: Tensor] = [:]
         for v in f.inputs where !v.type.isState {
             guard let t = v.type.tensorType else { throw CompareCLIError("input '\(v.name)' is \(v.type); give --inputs") }
@@ -67,7 +57,7 @@ enum CompareInputs {
             }
             let n = shape.reduce(1, *)
             if t.dtype.isFloat {
-                inputs[v.name] = Tensor(t.dtype, shape: shape, floats: (0..<n).map { _ in rng.unit() })
+                inputs[v.name] = Tensor(t.dtype, shape: shape, floats: (0..<n).map { _ in unit(&rng) })
             } else if t.dtype == .bool {
                 inputs[v.name] = Tensor(shape: shape, bools: (0..<n).map { _ in rng.next() & 1 == 1 })
             } else {

@@ -1,6 +1,5 @@
 import GraphIR
 import Interpreter
-import StateOps
 import XCTest
 
 /// `ExecutionPlan(observing:)`: fusions stay on when nothing is observed, observed values a

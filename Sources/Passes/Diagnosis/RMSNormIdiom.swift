@@ -12,7 +12,7 @@ import GraphIR
 ///
 /// Shared by `NumericChecks` (which points at `fp16_safe_rms_norm` only when the idiom matches)
 /// and ``FP16SafeRMSNorm``.
-struct RMSNormIdiom {
+public struct RMSNormIdiom {
     var x: Value
     var square: Op
     var mean: Op
@@ -29,7 +29,7 @@ struct RMSNormIdiom {
     /// Matches the idiom starting at its square op. Requires every intermediate to have exactly
     /// one user (so that rewriting it changes nothing else), `keep_dims = true`, an fp16 square,
     /// and an `x` that is not already divided by its row max (the safe form).
-    static func match(square op: Op, uses: UseMap) -> RMSNormIdiom? {
+    public static func match(square op: Op, uses: UseMap) -> RMSNormIdiom? {
         guard NumericChecks.isSquare(op), let sq = op.outputs.first, sq.type.tensorType?.dtype == .fp16,
               let x = op.operand("x")?.value, x.type.tensorType?.dtype == .fp16,
               !NumericChecks.isScaledByRowMax(x) else { return nil }
@@ -71,7 +71,7 @@ struct RMSNormIdiom {
     }
 
     /// Human description of the chain, e.g. `mul → reduce_mean → add → rsqrt → mul`.
-    var chain: String {
+    public var chain: String {
         ([square, mean] + (addEps.map { [$0] } ?? []) + [root, apply]).map(\.type).joined(separator: " → ")
     }
 }
