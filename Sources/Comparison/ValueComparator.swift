@@ -31,6 +31,13 @@ public struct Divergence {
     public var call: Int
     public var value: ValueComparison
     public var inputs: [InputStat]
+    /// The op run alone on the reference's values of its inputs (``OpIsolation``), compared
+    /// with the reference's output: failing means the op itself computes differently; passing
+    /// means the error came in through its inputs. nil when it could not be isolated
+    /// (``isolationNote`` says why).
+    public var isolated: ErrorMetrics?
+    public var isolatedOK: Bool?
+    public var isolationNote: String?
 }
 
 /// The comparison of one call.
@@ -42,6 +49,11 @@ public struct CallComparison {
     /// Every op output both sides have, in the candidate's op order.
     public var ops: [ValueComparison]
     public var firstDivergence: Divergence?
+    /// The first op beyond the tolerance even when run alone on the reference's values of its
+    /// inputs (``Divergence/isolated``): the op that breaks the numbers, rather than one that
+    /// carries an error it was given. nil when every failing op passes alone (the error is an
+    /// accumulation, e.g. of fp16 rounding) or none could be isolated.
+    public var firstLocalDivergence: Divergence?
     /// Values of the reference left unrecorded because of the byte budget.
     public var unrecorded: Int
     /// Values the candidate produced that the reference does not have (other op names).
@@ -102,11 +114,12 @@ public enum ValueComparator {
     /// - Parameters:
     ///   - maxBytes: budget for the reference values held in memory per call (float values
     ///     count 4 bytes an element); values beyond it are not compared (``CallComparison/unrecorded``).
-    ///   - checked: when non-nil, only these names decide ``ValueComparison/ok`` of the outputs
-    ///     (recorded references: every recorded value is checked).
+    ///   - maxIsolations: failing ops run alone, at most, per call, looking for
+    ///     ``CallComparison/firstLocalDivergence``.
     /// - Throws: `InterpreterError` from either run.
     public static func compare(reference: Reference, candidate: ComparisonRunner, calls: [(inputs: [String: Tensor], label: String)],
-                               tolerance: Tolerance, maxBytes: Int = 4 << 30, progress: Progress? = nil) throws -> [CallComparison] {
+                               tolerance: Tolerance, maxBytes: Int = 4 << 30, maxIsolations: Int = 256,
+                               progress: Progress? = nil) throws -> [CallComparison] {
         var result: [CallComparison] = []
         for (k, call) in calls.enumerated() {
             // 1. Reference values of this call.
@@ -170,8 +183,7 @@ public enum ValueComparator {
                 }
                 outs.append(vc)
             }
-            var first: Divergence?
-            if let (vc, op) = divergence {
+            func describe(_ vc: ValueComparison, _ op: Op) -> Divergence {
                 var inputs: [Divergence.InputStat] = []
                 for input in op.inputs {
                     for (j, operand) in input.operands.enumerated() {
@@ -189,10 +201,42 @@ public enum ValueComparator {
                         inputs.append(.init(input: label, value: v.name, reference: inRef.map(TensorStats.init), candidate: inCand, metrics: m))
                     }
                 }
-                first = Divergence(call: k, value: vc, inputs: inputs)
+                var d = Divergence(call: k, value: vc, inputs: inputs)
+                guard let r = ref[vc.name] else { return d }
+                var values = ref
+                for (name, t) in call.inputs { values[name] = t }
+                do {
+                    if let outs = try OpIsolation.run(op, opset: candidate.session.function.opset, values: values,
+                                                      precision: candidate.session.plan.precision),
+                       let o = outs[vc.name], let m = ErrorMetrics(candidate: o, reference: r, tolerance: tolerance) {
+                        d.isolated = m
+                        d.isolatedOK = m.passes(tolerance)
+                    } else {
+                        d.isolationNote = op.operandValues.contains(where: \.type.isState) || op.type == "read_state"
+                            ? "it reads a state" : op.blocks.isEmpty ? "the reference lacks one of its inputs" : "it holds nested blocks"
+                    }
+                } catch {
+                    d.isolationNote = "run alone, it failed: \(error)"
+                }
+                return d
+            }
+            let first = divergence.map { describe($0.0, $0.1) }
+            // The first op that is beyond the tolerance even when run alone on the reference's
+            // inputs (at most `maxIsolations` failing ops tried, in op order).
+            var local: Divergence?
+            var tried = 0
+            if let f = first, f.isolatedOK == false {
+                local = f
+            } else {
+                for vc in ops where !vc.ok && vc.name != first?.value.name {
+                    guard tried < maxIsolations, let op = producers[vc.name] else { break }
+                    tried += 1
+                    let d = describe(vc, op)
+                    if d.isolatedOK == false { local = d; break }
+                }
             }
             result.append(CallComparison(call: k, label: call.label, outputs: outs, ops: ops, firstDivergence: first,
-                                         unrecorded: unrecorded, candidateOnly: candidateOnly))
+                                         firstLocalDivergence: local, unrecorded: unrecorded, candidateOnly: candidateOnly))
         }
         return result
     }

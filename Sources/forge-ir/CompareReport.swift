@@ -34,6 +34,8 @@ enum CompareReport {
     static func json(_ d: Divergence) -> JSONValue {
         .object([
             "call": .int(d.call), "value": json(d.value),
+            "isolated": d.isolated.map { .object(["metrics": json($0), "ok": .bool(d.isolatedOK ?? false)]) } ?? .null,
+            "isolation_note": d.isolationNote.map { .string($0) } ?? .null,
             "inputs": .array(d.inputs.map { i in
                 .object(["input": .string(i.input), "value": .string(i.value),
                          "reference": i.reference.map(json) ?? .null, "candidate": i.candidate.map(json) ?? .null,
@@ -51,9 +53,11 @@ enum CompareReport {
                 .object(["call": .int(c.call), "label": .string(c.label),
                          "outputs": .array(c.outputs.map(json)), "ops": .array(c.ops.map(json)),
                          "first_divergence": c.firstDivergence.map(json) ?? .null,
+                         "first_local_divergence": c.firstLocalDivergence.map(json) ?? .null,
                          "unrecorded": .int(c.unrecorded), "candidate_only": .int(c.candidateOnly)])
             }),
             "first_divergence": first.map(json) ?? .null,
+            "first_local_divergence": results.lazy.compactMap(\.firstLocalDivergence).first.map(json) ?? .null,
             "ok": .bool(ok),
         ])
     }
@@ -120,9 +124,26 @@ enum CompareReport {
             } else {
                 out += "  shape \(v.shape), reference \(v.referenceShape ?? [])\n"
             }
+            if let m = d.isolated {
+                out += "  alone on the reference's inputs: max_abs \(fmt(m.maxAbs)), SNR \(fmt(m.snrDB)) dB: "
+                out += d.isolatedOK == true ? "within tolerance, so the error comes in through its inputs\n" : "still beyond tolerance, so this op computes differently\n"
+            } else if let note = d.isolationNote {
+                out += "  not run alone: \(note)\n"
+            }
             for i in d.inputs {
                 out += "  input \(i.input) ('\(i.value)'):\n    reference \(stats(i.reference))\n    candidate \(stats(i.candidate))\n"
                 if let m = i.metrics { out += "    error max_abs \(fmt(m.maxAbs)), SNR \(fmt(m.snrDB)) dB\n" }
+            }
+            if let l = results.lazy.compactMap(\.firstLocalDivergence).first {
+                if l.value.name != v.name || l.call != d.call {
+                    let m = l.isolated!
+                    out += "first op beyond the tolerance on its own: call \(l.call), \(l.value.opType ?? "?") '\(l.value.op ?? l.value.name)' → '\(l.value.name)' (value #\(l.value.index)): alone on the reference's inputs max_abs \(fmt(m.maxAbs)), SNR \(fmt(m.snrDB)) dB\n"
+                    for i in l.inputs {
+                        out += "  input \(i.input) ('\(i.value)'): reference \(stats(i.reference)); candidate \(stats(i.candidate))\n"
+                    }
+                }
+            } else {
+                out += "no op is beyond the tolerance on its own (run alone on the reference's inputs): the difference accumulates\n"
             }
         } else {
             out += "\nno op diverges beyond the tolerance\n"

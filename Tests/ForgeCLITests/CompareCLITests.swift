@@ -38,6 +38,10 @@ extension CLITests {
         let weight = d?["inputs"]?.arrayValue?.first { $0["input"]?.stringValue == "weight" }
         guard case let .double(err)? = weight?["metrics"]?["max_abs"] else { return XCTFail("no weight error in \(String(describing: d))") }
         XCTAssertEqual(err, 1, accuracy: 1e-6)   // the row was shifted by +1.0
+        // Run alone on the reference's inputs it is still wrong: it is the op that breaks the numbers.
+        XCTAssertEqual(d?["isolated"]?["ok"], .bool(false))
+        let local = try JSONValue.parse(r.stdout)["first_local_divergence"]
+        XCTAssertEqual(local?["value"]?["op"]?.stringValue, exp["corrupt_reader"]?.stringValue)
         let same = try run(["compare", "models-ir/compare/mlp_good.mlpackage", "models-ir/compare/mlp_good.mlpackage",
                             "--inputs", "models-ir/compare/mlp.npz"])
         XCTAssertEqual(same.status, 0, same.stdout)
