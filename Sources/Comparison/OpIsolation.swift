@@ -10,6 +10,19 @@ import Interpreter
 /// and `constexpr_*` ops of constants, i.e. weights) are copied with it. The original function
 /// is not touched.
 public enum OpIsolation {
+    /// The value of a constant (a `const` op's output, or a `constexpr_*` op of constants such
+    /// as a dequantized int8 weight) as a dense tensor of at most `maxElements`, else nil.
+    public static func constant(_ v: Value, opset: String, maxElements: Int = 1 << 22) -> Tensor? {
+        guard let p = v.producer, p.type == "const" || OpRegistry.schema(p.type)?.isConstant == true,
+              let n = v.type.tensorType?.elementCount, n <= maxElements else { return nil }
+        if let c = p.constValue, let t = c.type.tensorType, let shape = t.fixedShape, let d = c.doubles() {
+            return Tensor(t.dtype.isFloat ? t.dtype : .fp32, shape: shape, floats: d.map { Float($0) })
+        }
+        // A constexpr op: evaluate its cone in a plan of its own.
+        guard let outs = try? run(p, opset: opset, values: [:], precision: .fp32) else { return nil }
+        return outs[v.name]
+    }
+
     /// The op's outputs (by name), computed alone in `precision` (values as held, not rounded at the
     /// function boundary), or nil when it cannot be isolated: it has nested blocks, reads a
     /// state, or an operand computed at run time is missing from `values`.

@@ -81,11 +81,11 @@ public final class ComparisonRunner {
         opCount = n
     }
 
-    /// The value of a `const` op's output `name` as a tensor (up to 2^22 elements), else nil.
+    /// The value of constant `name` (a `const`, or a `constexpr_*` of constants such as a
+    /// dequantized weight) as a tensor of up to 2^22 elements, else nil.
     public func constant(_ name: String) -> Tensor? {
-        guard let op = producers[name], let c = op.constValue, let t = c.type.tensorType, let shape = t.fixedShape,
-              shape.reduce(1, *) <= 1 << 22, let d = c.doubles() else { return nil }
-        return Tensor(t.dtype.isFloat ? t.dtype : .fp32, shape: shape, floats: d.map { Float($0) })
+        guard let op = producers[name], let v = op.outputs.first(where: { $0.name == name }) else { return nil }
+        return OpIsolation.constant(v, opset: session.function.opset)
     }
 
     /// Runs one call (states carried), handing every observed value to `body` in op order.

@@ -109,6 +109,7 @@ extension CLITests {
         XCTAssertEqual(json["op"]?["name"]?.stringValue, exp["planted"]?.stringValue)
         XCTAssertLessThanOrEqual(json["checks_run"]?.intValue ?? 99, 12)
         XCTAssertTrue(FileManager.default.fileExists(atPath: tmp + "/min.mlpackage/Manifest.json"))
+        XCTAssertEqual(r.stderr, "")   // no progress on a pipe, check output discarded
     }
 
     /// Golden workflow: `run --save-inputs G --out G --outputs …` once, `compare --reference G` later.
@@ -123,6 +124,27 @@ extension CLITests {
         let bad = try run(["compare", "models-ir/compare/mlp_corrupt.mlpackage", "--reference", g, "--json"])
         XCTAssertEqual(bad.status, 1)
         XCTAssertEqual(try JSONValue.parse(bad.stdout)["first_divergence"]?["value"]?["name"]?.stringValue, "fc2")
+    }
+
+    /// Usage mistakes exit 64, bad names and references 1, each with one line naming the problem.
+    func testCompareExtractReduceMistakes() throws {
+        let m = "models-ir/compare/mlp_good.mlpackage"
+        let cases: [([String], Int32, String)] = [
+            (["compare", m], 64, "compare needs a second package"),
+            (["compare", m, "--precision", "fp8"], 64, "'fp8'"),
+            (["compare", m, m, "--reference", "x.npz"], 64, "not both"),
+            (["compare", m, "--reference", "models-ir/compare/mlp.npz"], 1, "no array names a value"),
+            (["extract", m, "--to", "nope", "-o", NSTemporaryDirectory() + "x.mlpackage"], 1, "no value 'nope'"),
+            (["extract", m, "--from", "relu1", "--to", "relu0", "-o", NSTemporaryDirectory() + "x.mlpackage"], 1, "not read by anything"),
+            (["reduce", m, "--check", "true"], 64, "must contain {model}"),
+            (["reduce", m, "--check", "true {model}"], 1, "the check passes on the whole model"),
+            (["run", m, "--inputs", "models-ir/compare/mlp.npz", "--outputs", "all"], 64, "--outputs needs --out"),
+        ]
+        for (args, status, text) in cases {
+            let r = try run(args)
+            XCTAssertEqual(r.status, status, "\(args): \(r.stderr)")
+            XCTAssertTrue(r.stderr.hasPrefix("forge-ir: error: ") && r.stderr.contains(text), "\(args): \(r.stderr)")
+        }
     }
 
     func testValueFileNames() {
