@@ -84,9 +84,13 @@ public final class ComparisonRunner {
     /// The value of constant `name` (a `const`, or a `constexpr_*` of constants such as a
     /// dequantized weight) as a tensor of up to 2^22 elements, else nil.
     public func constant(_ name: String) -> Tensor? {
+        if let t = constants[name] { return t }
         guard let op = producers[name], let v = op.outputs.first(where: { $0.name == name }) else { return nil }
-        return OpIsolation.constant(v, opset: session.function.opset)
+        let t = OpIsolation.constant(v, opset: session.function.opset)
+        constants[name] = t
+        return t
     }
+    private var constants: [String: Tensor?] = [:]
 
     /// Runs one call (states carried), handing every observed value to `body` in op order.
     public func run(_ inputs: [String: Tensor], _ body: @escaping (String, Tensor) -> Void) throws -> [String: Tensor] {
@@ -202,23 +206,26 @@ public enum ValueComparator {
                     }
                 }
                 var d = Divergence(call: k, value: vc, inputs: inputs)
-                guard let r = ref[vc.name] else { return d }
+                (d.isolated, d.isolationNote) = isolate(vc, op)
+                d.isolatedOK = d.isolated.map { $0.passes(tolerance) }
+                return d
+            }
+            /// The op alone on the reference's inputs, against the reference's output.
+            func isolate(_ vc: ValueComparison, _ op: Op) -> (ErrorMetrics?, String?) {
+                guard let r = ref[vc.name] else { return (nil, "the reference lacks its output") }
                 var values = ref
                 for (name, t) in call.inputs { values[name] = t }
                 do {
                     if let outs = try OpIsolation.run(op, opset: candidate.session.function.opset, values: values,
                                                       precision: candidate.session.plan.precision),
                        let o = outs[vc.name], let m = ErrorMetrics(candidate: o, reference: r, tolerance: tolerance) {
-                        d.isolated = m
-                        d.isolatedOK = m.passes(tolerance)
-                    } else {
-                        d.isolationNote = op.operandValues.contains(where: \.type.isState) || op.type == "read_state"
-                            ? "it reads a state" : op.blocks.isEmpty ? "the reference lacks one of its inputs" : "it holds nested blocks"
+                        return (m, nil)
                     }
+                    return (nil, op.operandValues.contains(where: \.type.isState) || op.type == "read_state"
+                        ? "it reads a state" : op.blocks.isEmpty ? "the reference lacks one of its inputs" : "it holds nested blocks")
                 } catch {
-                    d.isolationNote = "run alone, it failed: \(error)"
+                    return (nil, "run alone, it failed: \(error)")
                 }
-                return d
             }
             let first = divergence.map { describe($0.0, $0.1) }
             // The first op that is beyond the tolerance even when run alone on the reference's
@@ -231,8 +238,7 @@ public enum ValueComparator {
                 for vc in ops where !vc.ok && vc.name != first?.value.name {
                     guard tried < maxIsolations, let op = producers[vc.name] else { break }
                     tried += 1
-                    let d = describe(vc, op)
-                    if d.isolatedOK == false { local = d; break }
+                    if let m = isolate(vc, op).0, !m.passes(tolerance) { local = describe(vc, op); break }
                 }
             }
             result.append(CallComparison(call: k, label: call.label, outputs: outs, ops: ops, firstDivergence: first,
