@@ -13,7 +13,14 @@ public enum DiagnoseRuntime {
         public var inputs: [String: Tensor]?
         public var inputsPath: String?
         public var promptIDs: [Int32]?
-        public init() {}
+        public init(fp16: Bool = false, dynamic: Bool = false, inputs: [String: Tensor]? = nil,
+                    inputsPath: String? = nil, promptIDs: [Int32]? = nil) {
+            self.fp16 = fp16
+            self.dynamic = dynamic
+            self.inputs = inputs
+            self.inputsPath = inputsPath
+            self.promptIDs = promptIDs
+        }
     }
 
     /// Default prompt length of the generated calls.

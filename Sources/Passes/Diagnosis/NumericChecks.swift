@@ -65,7 +65,7 @@ public enum NumericChecks {
             return x === y
         case "pow":
             guard let y = op.operand("y") else { return false }
-            return ContextHelpers.constValue(y)?.doubles() == [2]
+            return y.constValue?.doubles() == [2]
         default: return false
         }
     }

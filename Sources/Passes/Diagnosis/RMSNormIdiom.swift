@@ -39,15 +39,15 @@ public struct RMSNormIdiom {
             return u[0]
         }
         guard let mean = onlyUser(sq), mean.type == "reduce_mean", mean.operand("x")?.value === sq,
-              let keep = mean.operand("keep_dims").flatMap(ContextHelpers.constValue)?.ints(), keep == [1],
-              mean.operand("axes").flatMap(ContextHelpers.constValue)?.ints() != nil,
+              let keep = mean.operand("keep_dims").flatMap(\.constValue)?.ints(), keep == [1],
+              mean.operand("axes").flatMap(\.constValue)?.ints() != nil,
               let ms = mean.outputs.first, let next = onlyUser(ms) else { return nil }
         var addEps: Op?, epsInput: String?, eps = 0.0
         var rootOp = next
         if next.type == "add" {
             let other = next.operand("x")?.value === ms ? "y" : "x"
             guard next.operand(other == "y" ? "x" : "y")?.value === ms,
-                  let c = next.operand(other).flatMap(ContextHelpers.constValue)?.doubles(), c.count == 1, c[0] >= 0,
+                  let c = next.operand(other).flatMap(\.constValue)?.doubles(), c.count == 1, c[0] >= 0,
                   let v = next.outputs.first, let r = onlyUser(v) else { return nil }
             addEps = next
             epsInput = other
