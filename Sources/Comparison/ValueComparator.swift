@@ -37,6 +37,9 @@ public struct Divergence {
     /// (``isolationNote`` says why).
     public var isolated: ErrorMetrics?
     public var isolatedOK: Bool?
+    /// The last compared value before this one that passed (name, op-order index): with a
+    /// sparse reference (a few recorded layer outputs) the break lies in the ops between.
+    public var after: (name: String, index: Int)?
     public var isolationNote: String?
 }
 
@@ -206,6 +209,7 @@ public enum ValueComparator {
                     }
                 }
                 var d = Divergence(call: k, value: vc, inputs: inputs)
+                if let prev = ops.last(where: { $0.index < vc.index && $0.ok }) { d.after = (prev.name, prev.index) }
                 (d.isolated, d.isolationNote) = isolate(vc, op)
                 d.isolatedOK = d.isolated.map { $0.passes(tolerance) }
                 return d

@@ -36,6 +36,7 @@ enum CompareReport {
             "call": .int(d.call), "value": json(d.value),
             "isolated": d.isolated.map { .object(["metrics": json($0), "ok": .bool(d.isolatedOK ?? false)]) } ?? .null,
             "isolation_note": d.isolationNote.map { .string($0) } ?? .null,
+            "after": d.after.map { .object(["name": .string($0.name), "index": .int($0.index)]) } ?? .null,
             "inputs": .array(d.inputs.map { i in
                 .object(["input": .string(i.input), "value": .string(i.value),
                          "reference": i.reference.map(json) ?? .null, "candidate": i.candidate.map(json) ?? .null,
@@ -119,6 +120,9 @@ enum CompareReport {
         if let d = results.lazy.compactMap(\.firstDivergence).first {
             let v = d.value
             out += "\nfirst divergence: call \(d.call), \(v.opType ?? "?") '\(v.op ?? v.name)' → '\(v.name)' (value #\(v.index) in op order)\n"
+            if let a = d.after, a.index < v.index - 1 {
+                out += "  the last compared value before it within tolerance: '\(a.name)' (value #\(a.index)); the break is in the \(v.index - a.index) ops from there\n"
+            }
             if let m = v.metrics {
                 out += "  max_abs \(fmt(m.maxAbs)), max_rel \(fmt(m.maxRel)), cosine \(String(format: "%.6f", m.cosine)), SNR \(fmt(m.snrDB)) dB, \(m.violations) of \(m.count) elements beyond tolerance\n"
             } else {

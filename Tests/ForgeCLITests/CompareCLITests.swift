@@ -123,7 +123,9 @@ extension CLITests {
         XCTAssertEqual(same.status, 0, same.stdout + same.stderr)
         let bad = try run(["compare", "models-ir/compare/mlp_corrupt.mlpackage", "--reference", g, "--json"])
         XCTAssertEqual(bad.status, 1)
-        XCTAssertEqual(try JSONValue.parse(bad.stdout)["first_divergence"]?["value"]?["name"]?.stringValue, "fc2")
+        let d = try JSONValue.parse(bad.stdout)["first_divergence"]
+        XCTAssertEqual(d?["value"]?["name"]?.stringValue, "fc2")
+        XCTAssertEqual(d?["after"]?["name"]?.stringValue, "fc1")   // the last recorded value that passed
     }
 
     /// Usage mistakes exit 64, bad names and references 1, each with one line naming the problem.
