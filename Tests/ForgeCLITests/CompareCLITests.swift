@@ -67,6 +67,22 @@ extension CLITests {
         XCTAssertEqual(tight.status, 1)
     }
 
+    /// Two packages over a generated prefill and decode calls, states carried: one comparison
+    /// per call, the same generated inputs on both sides (the int8 weights make them differ).
+    func testCompareOverDecodeSteps() throws {
+        let r = try run(["compare", "models-ir/tiny_llama_fp16.mlpackage", "models-ir/tiny_llama_int8.mlpackage",
+                         "--prompt-length", "4", "--decode-steps", "2", "--json"])
+        XCTAssertEqual(r.status, 1, r.stderr)
+        let calls = try JSONValue.parse(r.stdout)["calls"]?.arrayValue ?? []
+        XCTAssertEqual(calls.map { $0["label"]?.stringValue?.hasPrefix("decode step") ?? false }, [false, true, true])
+        for (i, c) in calls.enumerated() {
+            XCTAssertEqual(c["outputs"]?.arrayValue?.first?["shape"], .array([.int(1), .int(i == 0 ? 4 : 1), .int(256)]))
+        }
+        // The first divergence is a value computed from an int8 weight.
+        let op = try JSONValue.parse(r.stdout)["first_divergence"]?["value"]?["op_type"]?.stringValue
+        XCTAssertTrue(["linear", "matmul", "gather"].contains(op ?? ""), String(describing: op))
+    }
+
     /// `run --outputs` names, the byte budget, and `extract`: the extracted package's output
     /// equals the full run's intermediate (rounded to fp16 at the output, as every fp16 output).
     func testRunOutputsAndExtract() throws {
