@@ -17,18 +17,19 @@ enum CompareCommand: Command {
         options: [
             .option("function", value: "name", "Function to run on both sides (default: each model's default function)."),
             .option("precision", value: "p|p1,p2", "fp32 or fp16 for both sides, or reference,candidate (e.g. fp32,fp16)."),
+            CommonOptions.threads,
             .option("reference", value: "ref.npz|dir", "Recorded values (an .npz or a run --out/--outputs folder; call<K>_<name> keys for several calls)."),
             .option("map", value: "ref=value", "A reference array name and the model value it is (repeatable)."),
             .option("inputs", value: "file.npz", "Inputs of one call (default: from the reference, else generated)."),
-            .option("seed", value: "n", "Seed of the generated inputs (default 0)."),
-            .option("prompt-length", value: "n", "Tokens of the generated prefill for LLM packages (default 16)."),
-            .option("decode-steps", value: "n", "Decode calls after the prefill, states carried (default 0)."),
-            .option("atol", value: "x", "Absolute tolerance (default 1e-3)."),
-            .option("rtol", value: "x", "Relative tolerance (default 1e-3): |c - r| <= atol + rtol * |r|, as numpy.allclose."),
-            .option("min-snr", value: "dB", "Also fail values whose SNR is below this."),
+            .int("seed", "Seed of the generated inputs (default 0).", range: 0...Int.max),
+            .int("prompt-length", "Tokens of the generated prefill for LLM packages (default 16).", range: 1...1_000_000),
+            .int("decode-steps", "Decode calls after the prefill, states carried (default 0).", range: 0...1_000_000),
+            .float("atol", value: "x", "Absolute tolerance (default 1e-3)."),
+            .float("rtol", value: "x", "Relative tolerance (default 1e-3): |c - r| <= atol + rtol * |r|, as numpy.allclose."),
+            .float("min-snr", value: "dB", "Also fail values whose SNR is below this."),
             .option("max-bytes", value: "n", "Budget for the reference values held per call (default 4G)."),
             .flag("ops", "Text output: list every compared op, not only the outputs and the first divergence."),
-            .flag("json", "Print the comparison as JSON (schema in the README)."),
+            CommonOptions.json,
         ],
         discussion: """
         Every op output of the candidate is compared with the reference's value of the same name
@@ -40,39 +41,38 @@ enum CompareCommand: Command {
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
-        let usage = "forge-ir compare"
-        let pathA = args.positionals[0]
+                let pathA = args.positionals[0]
         let pathB = args.positionals.count > 1 ? args.positionals[1] : nil
         let precisions = try (args.value("precision") ?? "fp32").split(separator: ",").map { p -> Precision in
-            guard let x = Precision(rawValue: String(p)) else { throw UsageError(message: "--precision takes fp32, fp16 or two of them (fp32,fp16), not '\(p)'", helpCommand: usage) }
+            guard let x = Precision(rawValue: String(p)) else { throw UsageError(message: "--precision takes fp32, fp16 or two of them (fp32,fp16), not '\(p)'") }
             return x
         }
-        guard precisions.count == 1 || precisions.count == 2 else { throw UsageError(message: "--precision takes one or two precisions", helpCommand: usage) }
+        guard precisions.count == 1 || precisions.count == 2 else { throw UsageError(message: "--precision takes one or two precisions") }
         let refPrecision = precisions[0], candPrecision = precisions.last!
         let referencePath = args.value("reference")
-        if referencePath != nil && pathB != nil { throw UsageError(message: "give either a second package or --reference, not both", helpCommand: usage) }
+        if referencePath != nil && pathB != nil { throw UsageError(message: "give either a second package or --reference, not both") }
         if referencePath == nil && pathB == nil && precisions.count == 1 {
-            throw UsageError(message: "compare needs a second package, --precision REF,CANDIDATE (e.g. fp32,fp16) or --reference REF", helpCommand: usage)
+            throw UsageError(message: "compare needs a second package, --precision REF,CANDIDATE (e.g. fp32,fp16) or --reference REF")
         }
         func number(_ name: String, _ d: Double) throws -> Double {
             guard let t = args.value(name) else { return d }
-            guard let x = Double(t), x.isFinite else { throw UsageError(message: "--\(name) takes a number, not '\(t)'", helpCommand: usage) }
+            guard let x = Double(t), x.isFinite else { throw UsageError(message: "--\(name) takes a number, not '\(t)'") }
             return x
         }
         func count(_ name: String, _ d: Int) throws -> Int {
             guard let t = args.value(name) else { return d }
-            guard let x = Int(t), x >= 0 else { throw UsageError(message: "--\(name) takes a count, not '\(t)'", helpCommand: usage) }
+            guard let x = Int(t), x >= 0 else { throw UsageError(message: "--\(name) takes a count, not '\(t)'") }
             return x
         }
         let tolerance = Tolerance(atol: try number("atol", 1e-3), rtol: try number("rtol", 1e-3),
                                   minSNR: args.value("min-snr") == nil ? nil : try number("min-snr", 0))
         let seed = UInt64(try count("seed", 0)), length = try count("prompt-length", 16), steps = try count("decode-steps", 0)
-        guard length >= 1 else { throw UsageError(message: "--prompt-length must be at least 1", helpCommand: usage) }
-        let maxBytes = try RunCommand.byteCount(args.value("max-bytes") ?? "4G", option: "max-bytes", command: usage)
+        guard length >= 1 else { throw UsageError(message: "--prompt-length must be at least 1") }
+        let maxBytes = try RunCommand.byteCount(args.value("max-bytes") ?? "4G", option: "max-bytes")
         var map: [String: String] = [:]
         for item in args.values(of: "map") {
             let parts = item.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { throw UsageError(message: "--map takes REF=VALUE, got '\(item)'", helpCommand: usage) }
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { throw UsageError(message: "--map takes REF=VALUE, got '\(item)'") }
             map[parts[0]] = parts[1]
         }
 

@@ -12,7 +12,7 @@ enum ExtractCommand: Command {
             .option("from", value: "v1,v2", "Values that become the inputs (default: the function's own inputs)."),
             .option("to", value: "w1,w2", "Values that become the outputs (required)."),
             .option("o", value: "out.mlpackage", "Where to write the package (required; written atomically)."),
-            .option("function", value: "name", "Function to cut (default: the model's default function)."),
+            CommonOptions.function,
         ],
         discussion: """
         Inputs are the --from values with their types (unknown dimensions inferred symbolically
@@ -28,8 +28,8 @@ enum ExtractCommand: Command {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let to = names(args.value("to"))
-        guard !to.isEmpty else { throw UsageError(message: "--to V[,V…] is required", helpCommand: "forge-ir extract") }
-        guard let out = args.value("o") else { throw UsageError(message: "-o OUT.mlpackage is required", helpCommand: "forge-ir extract") }
+        guard !to.isEmpty else { throw UsageError(message: "--to V[,V…] is required") }
+        guard let out = args.value("o") else { throw UsageError(message: "-o OUT.mlpackage is required") }
         let model = try ModelLoader.load(path: args.positionals[0])
         let sub = try SubgraphExtraction.extract(model, function: args.value("function"), from: names(args.value("from")), to: to)
         try Verifier.verify(sub)

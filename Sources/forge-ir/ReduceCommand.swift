@@ -13,9 +13,9 @@ enum ReduceCommand: Command {
         options: [
             .option("check", value: "cmd {model}", "Shell command run on each candidate ({model} = its path); non-zero exit = still fails (required)."),
             .option("o", value: "out.mlpackage", "Write the smallest failing package here."),
-            .option("function", value: "name", "Function to reduce (default: the model's default function)."),
+            CommonOptions.function,
             .flag("show-check-output", "Let the check command's stdout/stderr through (default: discarded)."),
-            .flag("json", "Print the checks and the result as JSON."),
+            CommonOptions.json,
         ],
         discussion: """
         Candidates: prefix k = the function's inputs → the outputs of its k-th op (constants not
@@ -29,9 +29,8 @@ enum ReduceCommand: Command {
     struct Check { var label: String; var ops: Int; var failed: Bool }
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
-        let usage = "forge-ir reduce"
-        guard let check = args.value("check"), check.contains("{model}") else {
-            throw UsageError(message: "--check 'CMD {model}' is required and must contain {model}", helpCommand: usage)
+                guard let check = args.value("check"), check.contains("{model}") else {
+            throw UsageError(message: "--check 'CMD {model}' is required and must contain {model}")
         }
         let path = args.positionals[0]
         let function = args.value("function")

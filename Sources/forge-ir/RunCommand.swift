@@ -12,13 +12,14 @@ enum RunCommand: Command {
         summary: "Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.",
         positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
         options: [
-            .option("function", value: "name", "Function to run (default: the model's default function)."),
+            CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
             .option("input", value: "name=file.npy", "One input (repeatable; overrides --inputs)."),
             .option("out", value: "dir", "Write one <output_name>.npy per output."),
             .option("state-in", value: "dir", "Load states from <dir>/<state>.npy (default: zeros)."),
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
-            .option("precision", value: "fp32|fp16", "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE."),
+            CommonOptions.precision,
+            CommonOptions.threads,
             .option("outputs", value: "name,…|all", "Also save these op outputs (names as in dump; all = every non-constant op) as .npy in --out, with values.json."),
             .option("max-output-bytes", value: "n", "Budget for the .npy bytes --outputs writes (default 1073741824 = 1 GiB; suffixes K, M, G)."),
             .option("save-inputs", value: "dir", "Write the inputs of the call as <input>.npy (+ values.json) for a golden folder."),
@@ -38,29 +39,26 @@ enum RunCommand: Command {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
-        let precisionText = args.value("precision") ?? "fp32"
-        guard let precision = Precision(rawValue: precisionText) else {
-            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: "forge-ir run")
-        }
+        let precision = args.precision
         var inputs: [String: Tensor] = [:]
         if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz) }
         for item in args.values(of: "input") {
             guard let eq = item.firstIndex(of: "="), eq != item.startIndex else {
-                throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'", helpCommand: "forge-ir run")
+                throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'")
             }
             inputs[String(item[..<eq])] = try NPY.read(path: String(item[item.index(after: eq)...]))
         }
         for option in ["out", "state-out"] {
             var isDir: ObjCBool = false
             if let dir = args.value(option), FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), !isDir.boolValue {
-                throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)", helpCommand: "forge-ir run")
+                throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)")
             }
         }
         let observed = try observedValues(args)
         if observed != .none && args.value("out") == nil {
-            throw UsageError(message: "--outputs needs --out DIR (where the .npy files go)", helpCommand: "forge-ir run")
+            throw UsageError(message: "--outputs needs --out DIR (where the .npy files go)")
         }
-        let maxBytes = try byteCount(args.value("max-output-bytes") ?? "1G", option: "max-output-bytes", command: "forge-ir run")
+        let maxBytes = try byteCount(args.value("max-output-bytes") ?? "1G", option: "max-output-bytes")
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed)
         if case let .values(names) = observed {
@@ -132,17 +130,17 @@ enum RunCommand: Command {
         guard let text = args.value("outputs") else { return .none }
         if text == "all" { return .all }
         let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        guard !names.isEmpty else { throw UsageError(message: "--outputs takes NAME[,NAME…] or all", helpCommand: "forge-ir run") }
+        guard !names.isEmpty else { throw UsageError(message: "--outputs takes NAME[,NAME…] or all") }
         return .values(Set(names))
     }
 
     /// `123`, `64K`, `512M`, `2G` (powers of 1024).
-    static func byteCount(_ text: String, option: String, command: String) throws -> Int {
+    static func byteCount(_ text: String, option: String) throws -> Int {
         var t = text.uppercased()
         var mult = 1
         if let last = t.last, let m = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30][String(last)] { mult = m; t.removeLast() }
         guard let n = Int(t), n >= 0, n <= Int.max / mult else {
-            throw UsageError(message: "--\(option) takes a byte count (e.g. 1048576, 512M, 2G), not '\(text)'", helpCommand: command)
+            throw UsageError(message: "--\(option) takes a byte count (e.g. 1048576, 512M, 2G), not '\(text)'")
         }
         return n * mult
     }
