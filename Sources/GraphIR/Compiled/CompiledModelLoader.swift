@@ -34,14 +34,7 @@ enum CompiledModelLoader {
         let program = parsed.program
         var notes: [String] = []
 
-        var flexible: [String: FlexibleShapeInformation] = [:]
-        for f in program.functions {
-            guard let i = f.attributes.firstIndex(where: { $0.name == "FlexibleShapeInformation" }) else { continue }
-            do { flexible[f.name] = try FlexibleShapeInformation(f.attributes[i].value) } catch {
-                notes.append("function '\(f.name)': FlexibleShapeInformation not understood (\(error))")
-            }
-            f.attributes.remove(at: i)
-        }
+        let flexible = takeFlexibleShapeInformation(program, notes: &notes)
 
         var bin: CoreMLDataBin?
         do { bin = try CoreMLDataBin(path: path + "/coremldata.bin") } catch { notes.append("\(error)") }
@@ -67,11 +60,9 @@ enum CompiledModelLoader {
             notes += meta.notes
             if source != .metadataJSON { notes += crossCheck(description, meta.description, "metadata.json") }
         }
+        bindFlexibleDims(program, description)
         for f in program.functions {
             let iface = description.interface(of: f.name)
-            for v in f.inputs {
-                v.type = ProtoDecoder.bindFlexibleDims(v.type, input: v.name, interface: iface)
-            }
             if let fsi = flexible[f.name] { notes += crossCheck(iface, fsi, function: f.name) }
             for feature in iface.inputs where !f.inputs.contains(where: { $0.name == feature.name }) {
                 notes.append("function '\(f.name)': described input '\(feature.name)' is not in its signature")
@@ -98,6 +89,30 @@ enum CompiledModelLoader {
         model.compiled = CompiledModelInfo(descriptionSource: source, specificationVersionSource: specSource,
                                            milVersion: parsed.headerVersion, notes: notes)
         return model
+    }
+
+    /// Takes the compiler's `FlexibleShapeInformation` out of every function's attributes
+    /// (a package has none) and returns it decoded, by function name.
+    static func takeFlexibleShapeInformation(_ program: Program, notes: inout [String]) -> [String: FlexibleShapeInformation] {
+        var flexible: [String: FlexibleShapeInformation] = [:]
+        for f in program.functions {
+            guard let i = f.attributes.firstIndex(where: { $0.name == "FlexibleShapeInformation" }) else { continue }
+            do { flexible[f.name] = try FlexibleShapeInformation(f.attributes[i].value) } catch {
+                notes.append("function '\(f.name)': FlexibleShapeInformation not understood (\(error))")
+            }
+            f.attributes.remove(at: i)
+        }
+        return flexible
+    }
+
+    /// Gives flexible function inputs the dim symbols the package loader gives them.
+    static func bindFlexibleDims(_ program: Program, _ description: ModelDescription) {
+        for f in program.functions {
+            let iface = description.interface(of: f.name)
+            for v in f.inputs {
+                v.type = ProtoDecoder.bindFlexibleDims(v.type, input: v.name, interface: iface)
+            }
+        }
     }
 
     // MARK: - cross-checks
