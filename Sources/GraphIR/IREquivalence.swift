@@ -86,7 +86,8 @@ private struct Comparer {
         check(ma.versionString, mb.versionString, "metadata versionString")
         check(ma.author, mb.author, "metadata author")
         check(ma.license, mb.license, "metadata license")
-        check(ma.userDefined.map { "\($0.key)=\($0.value)" }, mb.userDefined.map { "\($0.key)=\($0.value)" }, "metadata userDefined")
+        // userDefined is a protobuf map: compared without regard to order.
+        check(ma.userDefined.map { "\($0.key)=\($0.value)" }.sorted(), mb.userDefined.map { "\($0.key)=\($0.value)" }.sorted(), "metadata userDefined")
     }
 
     mutating func features(_ a: [FeatureDescription], _ b: [FeatureDescription], _ ctx: String) {

@@ -166,15 +166,27 @@ enum CompiledModelLoader {
         return out
     }
 
-    /// Our op counts (const excluded, nested blocks included) against the histogram.
+    /// Our op counts (const excluded, nested blocks included) against the histogram. Names are
+    /// compared without underscores and case (`range_1d` is `range1d` in camelCase, and the
+    /// camelCase spelling cannot say where a digit run starts).
     static func crossCheck(_ program: Program, _ histogram: [String: Int]) -> [String] {
+        func key(_ s: String) -> String { s.replacingOccurrences(of: "_", with: "").lowercased() }
         var counts: [String: Int] = [:]
+        var spelled: [String: String] = [:]
         for f in program.functions {
-            f.body.walk { op in if op.type != "const" { counts[op.type, default: 0] += 1 } }
+            f.body.walk { op in
+                if op.type != "const" { counts[key(op.type), default: 0] += 1; spelled[key(op.type)] = op.type }
+            }
         }
+        var theirs: [String: Int] = [:]
+        for (k, v) in histogram {
+            theirs[key(k), default: 0] += v
+            if spelled[key(k)] == nil { spelled[key(k)] = k }
+        }
+        let histogram = theirs
         var diffs: [String] = []
         for k in Set(counts.keys).union(histogram.keys).sorted() where counts[k, default: 0] != histogram[k, default: 0] {
-            diffs.append("\(k) \(counts[k, default: 0]) vs \(histogram[k, default: 0])")
+            diffs.append("\(spelled[k] ?? k) \(counts[k, default: 0]) vs \(histogram[k, default: 0])")
         }
         if diffs.isEmpty { return [] }
         return ["mlProgramOperationTypeHistogram disagrees with model.mil (ours vs histogram): " + diffs.joined(separator: ", ")]
