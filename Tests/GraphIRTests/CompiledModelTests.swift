@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import GraphIR
+import TestSupport
 
 /// Loading `.mlmodelc` folders (`models-ir/compiled/`, laid out by
 /// tools/make_mlmodelc_fixtures.py: model.mil from the printer, coremldata.bin and metadata.json

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import GraphIR
+import TestSupport
 
 /// The printer is the parser's inverse: for every model fixture, `parse(print(ir))` is the IR
 /// the protobuf loader built (compared with `IREquivalence`: every op, type, attribute,

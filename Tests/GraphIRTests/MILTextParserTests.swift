@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import GraphIR
+import TestSupport
 
 /// The MIL text parser on hand-written snippets (`models-ir/miltext/`, one per grammar form)
 /// and on short Apple-compiled texts quoted in the facts sheet (§9.2, §6.3). Expected element
