@@ -184,7 +184,7 @@ public enum MILPrinter {
         let elements = elementStrings(storage, dtype: dtype, count: count)
         if let shape {
             if shape.isEmpty, elements.count == 1 { return elements[0] }
-            if !shape.isEmpty, shape.reduce(1, *) == elements.count {
+            if !shape.isEmpty, type?.elementCount == elements.count {
                 return nest(elements[...], shape[...])
             }
         }

@@ -54,12 +54,13 @@ public struct FlexibleShapeInformation: Hashable, Sendable {
             case "EnumeratedShapes":
                 var shapes: [String: [[Int]]] = [:]
                 var order: [String] = []
+                var seen: [String: Set<[Int]>] = [:]
                 for e in entries {
                     guard case let .dict(inner) = e.value.payload else { throw Failure("EnumeratedShapes entry is not {key, {name: shape}}") }
                     for i in inner {
                         guard let n = i.key.stringValue, let s = i.value.intsAnyShape() else { throw Failure("EnumeratedShapes entry is not {name: shape}") }
                         if shapes[n] == nil { order.append(n) }
-                        if !(shapes[n] ?? []).contains(s) { shapes[n, default: []].append(s) }
+                        if seen[n, default: []].insert(s).inserted { shapes[n, default: []].append(s) }
                     }
                 }
                 for n in order {
@@ -83,12 +84,17 @@ public struct FlexibleShapeInformation: Hashable, Sendable {
         }
     }
 
+    private var index: [String: Int] = [:]
+
     private mutating func touch(_ name: String) {
-        if !inputs.contains(where: { $0.name == name }) { inputs.append((name, Input(defaultShape: nil, flexibility: .none))) }
+        if index[name] == nil {
+            index[name] = inputs.count
+            inputs.append((name, Input(defaultShape: nil, flexibility: .none)))
+        }
     }
 
     private mutating func set(_ name: String, _ body: (inout Input) -> Void) {
-        guard let i = inputs.firstIndex(where: { $0.name == name }) else { return }
+        guard let i = index[name] else { return }
         body(&inputs[i].info)
     }
 

@@ -188,6 +188,11 @@ enum MILLiteralEncoding {
     static func fp8(_ f: Float, _ dtype: DType) -> UInt8 {
         let decode: (UInt8) -> Float = dtype == .fp8e4m3fn ? FP8.e4m3fnToFloat : FP8.e5m2ToFloat
         if f.isNaN { return dtype == .fp8e4m3fn ? 0x7F : 0x7E }
+        if f.isInfinite {
+            // e5m2 has infinities; e4m3fn has none (its only non-finite code is NaN).
+            if dtype == .fp8e5m2 { return f < 0 ? 0xFC : 0x7C }
+            return f < 0 ? 0xFF : 0x7F
+        }
         var best: UInt8 = 0
         var bestError = Float.infinity
         for code in 0...255 {

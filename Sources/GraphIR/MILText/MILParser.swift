@@ -41,10 +41,13 @@
 ///   (`MILLiteralEncoding`).
 ///
 /// Limits against hostile input: nesting of types, values and blocks at most `maxDepth` (64);
-/// an immediate tensor's element count must match its static shape; dims at most 2^41.
+/// tensor rank at most `maxRank` (64); an immediate tensor's element count must match its
+/// static shape; dims at most 2^41. Work is linear in the text length.
 public enum MILTextParser {
     /// Deepest nesting of types, literal values and blocks accepted.
     public static let maxDepth = 64
+    /// Highest tensor rank accepted.
+    public static let maxRank = 64
 
     /// What parsing produced.
     public struct Result {
@@ -176,10 +179,11 @@ struct MILParser {
         let attrs = token.isPunct("[") ? try attributes("program") : []
         try expect("{", "to open the program")
         var functions: [Function] = []
+        var names = Set<String>()
         while token.isIdentifier("func") {
             let loc = token.location
             let f = try function()
-            guard !functions.contains(where: { $0.name == f.name }) else { throw error("function '\(f.name)' is defined twice", at: loc) }
+            guard names.insert(f.name).inserted else { throw error("function '\(f.name)' is defined twice", at: loc) }
             functions.append(f)
         }
         try expect("}", "(a 'func' or the end of the program)")
@@ -271,10 +275,11 @@ struct MILParser {
         let opContext = "\(context) op '\(opName)' (\(opType))"
         try expect("(", "to open the arguments of \(opType)")
         var inputs: [OpInput] = []
+        var params = Set<String>()
         while !token.isPunct(")") {
             if !inputs.isEmpty { try expect(",", "between the arguments of \(opType)") }
             let (param, loc) = try name("an argument name")
-            guard !inputs.contains(where: { $0.name == param }) else { throw error("argument '\(param)' of \(opType) given twice", at: loc) }
+            guard params.insert(param).inserted else { throw error("argument '\(param)' of \(opType) given twice", at: loc) }
             try expect("=", "after argument '\(param)'")
             inputs.append(OpInput(name: param, operands: try operands(scope: scope, op: opType, param: param)))
         }
@@ -336,10 +341,11 @@ struct MILParser {
     mutating func attributes(_ context: String) throws -> [Attribute] {
         try expect("[", "")
         var attrs: [Attribute] = []
+        var seen = Set<String>()
         while !token.isPunct("]") {
             if !attrs.isEmpty { try expect(",", "between attributes of \(context)") }
             let (n, loc) = try name("an attribute name")
-            guard !attrs.contains(where: { $0.name == n }) else { throw error("attribute '\(n)' of \(context) given twice", at: loc) }
+            guard seen.insert(n).inserted else { throw error("attribute '\(n)' of \(context) given twice", at: loc) }
             try expect("=", "after attribute '\(n)'")
             attrs.append(Attribute(name: n, value: try literal()))
         }
@@ -415,6 +421,7 @@ struct MILParser {
         var out: [Dim] = []
         while !token.isPunct("]") {
             if !out.isEmpty { try expect(",", "between dimensions") }
+            guard out.count < MILTextParser.maxRank else { throw error("tensor rank above \(MILTextParser.maxRank)") }
             out.append(try dim())
         }
         try advance()
