@@ -6,7 +6,9 @@
 ///   "inputs": [FEATURE], "outputs": [FEATURE], "states": [FEATURE],   // of the default function
 ///   "functions": [{"name", "opset", "inputs", "outputs", "states", "op_counts": {"const": 12, …}}],  // sorted by name
 ///   "metadata": {"author", "short_description", "version_string", "license", "user_defined": {…}},
-///   "blob_count": N, "weight_file_bytes": N }
+///   "blob_count": N, "weight_file_bytes": N,
+///   "compiled": {"description_source": "coremldata.bin" | "metadata.json" | "function signatures",
+///                "specification_version_source", "mil_version": "1.3", "notes": ["…"]} }  // .mlmodelc only
 /// FEATURE = {"name", "dtype", "shape": [1, null], "shape_range": [[l, u], …] | null,
 ///            "enumerated_shapes": [[…], …] | null, "default_shape": […] | null}
 /// ```
@@ -59,6 +61,14 @@ public enum DescriptionJSON {
             "blob_count": .int(ModelSummary.distinctBlobs(model.program).count),
             "weight_file_bytes": .int(model.weightFiles.values.reduce(0) { $0 + $1.size }),
         ]
+        if let c = model.compiled {
+            root["compiled"] = .object([
+                "description_source": .string(c.descriptionSource.rawValue),
+                "specification_version_source": .string(c.specificationVersionSource),
+                "mil_version": .string(c.milVersion),
+                "notes": .array(c.notes.map { .string($0) }),
+            ])
+        }
         if summary { root["summary"] = summaryJSON(ModelSummary(model), function: function) }
         return .object(root)
     }
