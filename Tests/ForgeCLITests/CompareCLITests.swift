@@ -144,6 +144,17 @@ extension CLITests {
         XCTAssertEqual(d?["after"]?["name"]?.stringValue, "fc1")   // the last recorded value that passed
     }
 
+    /// A package and its compiled form (models-ir/compiled, tools/make_mlmodelc_fixtures.py)
+    /// compute the same values, op by op.
+    func testComparePackageWithCompiledModel() throws {
+        let r = try run(["compare", "models-ir/tiny_llama_fp16.mlpackage", "models-ir/compiled/tiny_llama_fp16.mlmodelc",
+                         "--atol", "0", "--rtol", "0", "--json"])
+        XCTAssertEqual(r.status, 0, r.stdout + r.stderr)
+        let ops = try JSONValue.parse(r.stdout)["calls"]?.arrayValue?.first?["ops"]?.arrayValue ?? []
+        XCTAssertGreaterThan(ops.count, 100)
+        XCTAssertTrue(ops.allSatisfy { $0["ok"] == .bool(true) })
+    }
+
     /// Usage mistakes exit 64, bad names and references 1, each with one line naming the problem.
     func testCompareExtractReduceMistakes() throws {
         let m = "models-ir/compare/mlp_good.mlpackage"
