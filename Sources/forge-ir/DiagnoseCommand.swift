@@ -25,6 +25,7 @@ enum DiagnoseCommand: Command {
             .option("prompt-ids", value: "1,2,3", "Token ids of the generated LLM calls (default: 16 random ids, seed 0, or fewer if the model takes fewer)."),
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
             .flag("json", "Machine-readable findings (schema in the README)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Shapes are inferred without running kernels: each flexible input dimension becomes a

@@ -10,6 +10,7 @@ enum DumpCommand: Command {
             .option("function", value: "name", "Only this function (default: every function)."),
             .flag("summary", "Op counts, parameters per dtype and state bytes instead of MIL text."),
             .flag("json", "Machine-readable description (with --summary: plus a \"summary\" object)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         The MIL text follows the syntax of a compiled model's model.mil (so the two can be

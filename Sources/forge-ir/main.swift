@@ -47,8 +47,7 @@ func topLevelHelp() -> String {
 
 /// One line, whatever the error says.
 func oneLine(_ error: Error) -> String {
-    let text = String(describing: error)
-    return text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    ErrorText.describe(error)
 }
 
 func usageFailure(_ e: UsageError) -> Int32 {
@@ -91,6 +90,7 @@ func main(_ argv: [String]) -> Int32 {
             Console.out(ArgumentParser.help(command.spec))
             return ExitCode.ok
         }
+        try CommonOptions.apply(args, helpCommand: "forge-ir \(command.spec.name)")
         return try command.run(args)
     } catch let e as UsageError {
         return usageFailure(e)
