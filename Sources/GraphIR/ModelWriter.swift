@@ -215,12 +215,12 @@ public enum ModelWriter {
         guard lstat(dest, &st) == 0 else { return }
         let isDir = (st.st_mode & S_IFMT) == S_IFDIR
         if expectPackage {
-            guard isDir else { throw WriterFailure("\(dest) exists and is not a folder; refusing to replace it with a package") }
+            guard isDir else { throw WriterFailure("it exists and is not a folder; refusing to replace it with a package") }
             if let why = OutputSafety.unrecognisedPackageReason(dest) {
-                throw WriterFailure("\(dest) exists and is not a package forge-ir recognises (\(why)); refusing to replace it (--force replaces it anyway)")
+                throw WriterFailure("it exists and is not a package forge-ir recognises (\(why)); refusing to replace it (--force replaces it anyway)")
             }
         } else if isDir {
-            throw WriterFailure("\(dest) is a folder; refusing to replace it with a .mlmodel file")
+            throw WriterFailure("it is a folder; refusing to replace it with a .mlmodel file")
         }
     }
 
