@@ -32,6 +32,7 @@ enum GenerateCommand: Command {
             CommonOptions.threads,
             .flag("json", "Print prompt_ids, token_ids, text, tokens/s and peak memory as JSON."),
             .flag("profile", "Print time per op type (stderr)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Streams text to stdout as it is generated (with a tokenizer; ids otherwise) and ends with

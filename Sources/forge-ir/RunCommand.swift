@@ -20,6 +20,8 @@ enum RunCommand: Command {
             CommonOptions.precision,
             CommonOptions.threads,
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
+            .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Flexible dimensions are taken from the given arrays and checked against the model's
@@ -30,13 +32,12 @@ enum RunCommand: Command {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
         let precision = args.precision
-        var inputs: [String: Tensor] = [:]
-        if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz) }
+        var singles: [(name: String, file: String)] = []
         for item in args.values(of: "input") {
             guard let eq = item.firstIndex(of: "="), eq != item.startIndex else {
                 throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'")
             }
-            inputs[String(item[..<eq])] = try NPY.read(path: String(item[item.index(after: eq)...]))
+            singles.append((String(item[..<eq]), String(item[item.index(after: eq)...])))
         }
         for option in ["out", "state-out"] {
             var isDir: ObjCBool = false
@@ -46,7 +47,17 @@ enum RunCommand: Command {
         }
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision)
-        if let dir = args.value("state-in") { try session.states.load(from: dir) }
+        // Inputs are read knowing the dtypes they feed, so they convert as Core ML converts them.
+        let allowLossy = args.flag("allow-lossy-inputs")
+        let warn: (String) -> Void = { Console.err("\(ArgumentParser.toolName): warning: \($0)\n") }
+        var targets: [String: DType] = [:]
+        for v in session.function.inputs { if let t = v.type.tensorType { targets[v.name] = t.dtype } }
+        var inputs: [String: Tensor] = [:]
+        if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz, targets: targets, allowLossy: allowLossy, warn: warn) }
+        for (name, file) in singles {
+            inputs[name] = try NPY.read(path: file, target: targets[name], allowLossy: allowLossy, warn: warn)
+        }
+        if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) }
         let start = DispatchTime.now().uptimeNanoseconds
         let outputs = try session.predict(inputs)
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
