@@ -1,5 +1,5 @@
 import Foundation
-import StateOps
+import Tokenizers
 
 /// The tokenizer, its `tokenizer_config.json` and the chat template as `generate` uses them.
 struct TextCodec {
