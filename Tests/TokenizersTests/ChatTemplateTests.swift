@@ -1,5 +1,6 @@
 import Foundation
-import StateOps
+import Tokenizers
+import TestSupport
 import XCTest
 
 /// The Jinja engine and chat templates against transformers 4.44.2 / jinja2 3.1.6:
@@ -9,7 +10,7 @@ import XCTest
 /// tokenizer's prompt ids and a scripted thought-channel generation
 /// (tools/make_chat_template_vectors.py writes them).
 final class ChatTemplateTests: XCTestCase {
-    static let dir = NPYTests.root + "/models-ir/chat_templates/"
+    static let dir = Fixtures.repoRoot + "/models-ir/chat_templates/"
 
     static let vectors: [String: Any] = {
         let data = try! Data(contentsOf: URL(fileURLWithPath: dir + "vectors.json"))
@@ -165,7 +166,7 @@ final class ChatTemplateTests: XCTestCase {
     // MARK: Gemma 4
 
     func testGemma4StyleTokenizerFixture() throws {
-        let tk = try Tokenizer(path: NPYTests.root + "/models-ir/tokenizers/tiny_gemma4_style.json")
+        let tk = try Tokenizer(path: Fixtures.repoRoot + "/models-ir/tokenizers/tiny_gemma4_style.json")
         for (token, id) in [("<pad>", 0), ("<eos>", 1), ("<bos>", 2), ("<|think|>", 98), ("<|channel>", 100), ("<channel|>", 101),
                             ("<|turn>", 105), ("<turn|>", 106)] {
             XCTAssertEqual(tk.tokenToId(token), id, token)
@@ -192,7 +193,7 @@ final class ChatTemplateTests: XCTestCase {
     }
 
     func testReasoningRouterSplitsTheThoughtChannel() throws {
-        let tk = try Tokenizer(path: NPYTests.root + "/models-ir/tokenizers/tiny_gemma4_style.json")
+        let tk = try Tokenizer(path: Fixtures.repoRoot + "/models-ir/tokenizers/tiny_gemma4_style.json")
         let s = (Self.vectors["gemma4"] as! [String: Any])["stream"] as! [String: Any]
         let stream = s["ids"] as! [Int]
         let stops = Set(s["stop_ids"] as! [Int])
@@ -224,10 +225,20 @@ final class ChatTemplateTests: XCTestCase {
         _ = open.finish()
         XCTAssertEqual(open.reasoning, "hm")
         XCTAssertEqual(open.response, "")
+        // newlines closing a span and opening the answer after it are dropped (`</think>\n\n`)
+        var nl = try XCTUnwrap(ReasoningRouter(tokenizer: tk, markers: ReasoningMarkers(open: "<|channel>", close: "<channel|>", label: "\n")))
+        var nlPieces: [(ReasoningRouter.Channel, String)] = []
+        for id in [100] + tk.encode("\nStep one.\n\nStep two.\n", addSpecialTokens: false) + [101]
+            + tk.encode("\n\nIt is 4.\n", addSpecialTokens: false) { nlPieces += nl.push(id) }
+        nlPieces += nl.finish()
+        XCTAssertEqual(nl.reasoning, "Step one.\n\nStep two.")
+        XCTAssertEqual(nl.response, "It is 4.\n")
+        XCTAssertEqual(nlPieces.filter { $0.0 == .reasoning }.map(\.1).joined(), nl.reasoning)
+        XCTAssertEqual(nlPieces.filter { $0.0 == .response }.map(\.1).joined(), nl.response)
         // a template whose prompt opens the span starts in it
         XCTAssertTrue(ChatTemplate.named("qwen3")!.promptOpensReasoning("<|im_start|>assistant\n<think>\n"))
         XCTAssertFalse(ChatTemplate.named("qwen3")!.promptOpensReasoning("<think>\n\n</think>\n\n"))
-        XCTAssertNil(ReasoningRouter(tokenizer: try Tokenizer(path: NPYTests.root + "/models-ir/tokenizers/tiny_gpt2_style.json"), markers: .gemma4))
+        XCTAssertNil(ReasoningRouter(tokenizer: try Tokenizer(path: Fixtures.repoRoot + "/models-ir/tokenizers/tiny_gpt2_style.json"), markers: .gemma4))
     }
 }
 

@@ -108,10 +108,11 @@ enum JinjaBuiltins {
         return try JinjaEvaluator.str(v, line: line)
     }
 
+    /// The string a string filter works on: Jinja2's `soft_str` (undefined is "").
     private static func requireString(_ v: JinjaValue, _ filter: String, line: Int) throws -> String {
         switch v {
         case let .string(s): return s
-        case let .undefined(why): throw JinjaError.runtime(line: line, message: why)
+        case .undefined: return ""
         default: return JinjaJSON.pythonStr(v)
         }
     }
