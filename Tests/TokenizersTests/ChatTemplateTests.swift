@@ -192,6 +192,38 @@ final class ChatTemplateTests: XCTestCase {
         }
     }
 
+    /// The built-in Gemma 4 template against the public copy of Google's (llama.cpp's
+    /// gemma4.jinja), both as transformers renders them: equal everywhere except the empty thought
+    /// channel that copy appends to the generation prompt when thinking is off (the built-in adds
+    /// it only with empty_thought=true).
+    func testGemma4BuiltinMatchesThePublicTemplate() throws {
+        let t = Self.vectors["templates"] as! [String: [String: Any]]
+        let ours = t["forge-ir-gemma4.jinja"]!["cases"] as! [[String: Any]]
+        let theirs = t["ggml-org-llama.cpp-gemma4.jinja"]!["cases"] as! [[String: Any]]
+        func find(_ msgs: Any, _ gen: Bool, _ options: [String: Bool]) -> String? {
+            theirs.first { NSArray(array: $0["messages"] as! [Any]).isEqual(to: msgs as! [Any]) && $0["add_generation_prompt"] as! Bool == gen
+                && ($0["options"] as! [String: Bool]) == options }?["text"] as? String
+        }
+        var compared = 0
+        for c in ours {
+            let gen = c["add_generation_prompt"] as! Bool
+            let options = c["options"] as! [String: Bool]
+            let theirOptions: [String: Bool]
+            if options == ["empty_thought": true] { theirOptions = [:] }
+            else if options == ["enable_thinking": true] { theirOptions = options }
+            else if options.isEmpty && !gen { theirOptions = [:] }
+            else {
+                // the E2B/E4B generation prompt: no thought channel, where the public copy has one
+                XCTAssertEqual((c["text"] as! String) + "<|channel>thought\n<channel|>", find(c["messages"]!, gen, [:]))
+                compared += 1
+                continue
+            }
+            XCTAssertEqual(c["text"] as? String, find(c["messages"]!, gen, theirOptions), "\(c["messages"]!) gen=\(gen) \(options)")
+            compared += 1
+        }
+        XCTAssertEqual(compared, 42)
+    }
+
     func testReasoningRouterSplitsTheThoughtChannel() throws {
         let tk = try Tokenizer(path: Fixtures.repoRoot + "/models-ir/tokenizers/tiny_gemma4_style.json")
         let s = (Self.vectors["gemma4"] as! [String: Any])["stream"] as! [String: Any]
