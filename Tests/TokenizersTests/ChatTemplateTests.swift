@@ -144,6 +144,21 @@ final class ChatTemplateTests: XCTestCase {
         let rec = try JinjaTemplate("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}")
         XCTAssertThrowsError(try rec.render([:])) { e in XCTAssertTrue("\(e)".contains("maximum call depth"), "\(e)") }
         XCTAssertThrowsError(try JinjaTemplate("{{ range(10000000) | length }}").render([:]))
+        // hostile templates: errors, not hangs, stack overflows or runaway memory
+        let bounded = ["{% for a in range(99999) %}{% for b in range(99999) %}{% endfor %}{% endfor %}",
+                       "{{ 'x' * 1000000000 }}", "{{ [1] * 1000000000 }}",
+                       "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+                       "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"]
+        for src in bounded {
+            var t = try JinjaTemplate(src)
+            t.maxSteps = 20_000  // the default (1000000) takes a minute of a debug build to reach
+            XCTAssertThrowsError(try t.render([:]), src) { e in XCTAssertNotNil(e as? JinjaError, src) }
+        }
+        for deep in [String(repeating: "(", count: 5000) + "1" + String(repeating: ")", count: 5000),
+                     String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000)] {
+            XCTAssertThrowsError(try JinjaTemplate("{{ " + deep + " }}")) { e in XCTAssertTrue("\(e)".contains("nested more than"), "\(e)") }
+        }
+        XCTAssertThrowsError(try JinjaTemplate(String(repeating: "{% if x %}", count: 5000))) { e in XCTAssertTrue("\(e)".contains("nested more than"), "\(e)") }
     }
 
     func testStrftimeNowIsTransformersGlobal() throws {

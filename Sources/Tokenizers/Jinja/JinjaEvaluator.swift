@@ -31,8 +31,23 @@ struct JinjaEvaluator {
     /// this deep (Python would stop at its recursion limit).
     static let maxDepth = 64
 
+    /// Bounds that keep a hostile or broken template from hanging or eating memory: loop
+    /// iterations and macro calls per render, and the size of the text and of any one string.
+    static let maxOutputBytes = 64 << 20
+
     /// Shared by the evaluators of one render (a macro call runs its own evaluator).
-    final class State { var depth = 0 }
+    final class State {
+        var depth = 0
+        var steps = 0
+        let maxSteps: Int
+        init(maxSteps: Int = JinjaTemplate.defaultMaxSteps) { self.maxSteps = maxSteps }
+        func step(_ line: Int) throws {
+            steps += 1
+            if steps > maxSteps {
+                throw JinjaError.runtime(line: line, message: "rendering took more than \(maxSteps) loop iterations and macro calls")
+            }
+        }
+    }
     let state: State
 
     init(state: State = State()) { self.state = state }
@@ -50,6 +65,9 @@ struct JinjaEvaluator {
                 out += s
             case let .output(e, line):
                 out += try Self.str(eval(e, scope), line: line)
+                if out.utf8.count > Self.maxOutputBytes {
+                    throw JinjaError.runtime(line: line, message: "the rendered text exceeds \(Self.maxOutputBytes >> 20) MB")
+                }
             case let .ifBlock(branches, otherwise):
                 var taken = false
                 for (cond, body) in branches where try eval(cond, scope).truthy {
@@ -136,6 +154,7 @@ struct JinjaEvaluator {
         }
         let n = items.count
         for (k, item) in items.enumerated() {
+            try state.step(line)
             try bind(item)
             var loop = JinjaObject()
             loop["index"] = .int(k + 1)
@@ -225,6 +244,7 @@ struct JinjaEvaluator {
                 if case let .undefined(why) = f { throw JinjaError.runtime(line: line, message: why) }
                 throw JinjaError.runtime(line: line, message: "'\(f.typeName)' object is not callable")
             }
+            try state.step(line)
             state.depth += 1
             defer { state.depth -= 1 }
             guard state.depth <= Self.maxDepth else { throw JinjaError.runtime(line: line, message: "maximum call depth exceeded (\(Self.maxDepth))") }
@@ -385,12 +405,23 @@ struct JinjaEvaluator {
     }
 
     static func arithmetic(_ op: String, _ a: JinjaValue, _ b: JinjaValue, line: Int) throws -> JinjaValue {
-        if op == "~" { return .string(try str(a, line: line) + str(b, line: line)) }
+        func checked(_ x: String, _ y: String) throws -> JinjaValue {
+            guard x.utf8.count + y.utf8.count <= maxOutputBytes else {
+                throw JinjaError.runtime(line: line, message: "string longer than \(maxOutputBytes >> 20) MB")
+            }
+            return .string(x + y)
+        }
+        if op == "~" { return try checked(try str(a, line: line), try str(b, line: line)) }
         switch (op, a, b) {
-        case let ("+", .string(x), .string(y)): return .string(x + y)
-        case let ("+", .array(x), .array(y)): return .array(x + y)
-        case let ("*", .string(x), .int(n)), let ("*", .int(n), .string(x)): return .string(String(repeating: x, count: max(0, n)))
+        case let ("+", .string(x), .string(y)): return try checked(x, y)
+        case let ("+", .array(x), .array(y)):
+            guard x.count + y.count <= 1_000_000 else { throw JinjaError.runtime(line: line, message: "list longer than 1000000 items") }
+            return .array(x + y)
+        case let ("*", .string(x), .int(n)), let ("*", .int(n), .string(x)):
+            guard n <= 0 || x.utf8.count <= maxOutputBytes / n else { throw JinjaError.runtime(line: line, message: "string repetition larger than \(maxOutputBytes >> 20) MB") }
+            return .string(String(repeating: x, count: max(0, n)))
         case let ("*", .array(x), .int(n)), let ("*", .int(n), .array(x)):
+            guard n <= 0 || x.count <= 1_000_000 / n else { throw JinjaError.runtime(line: line, message: "list repetition longer than 1000000 items") }
             return .array(Array([[JinjaValue]](repeating: x, count: max(0, n)).joined()))
         default: break
         }

@@ -5,6 +5,15 @@
 struct JinjaParser {
     private let tokens: [JinjaToken]
     private var i = 0
+    /// Nesting of statements and bracketed expressions, bounded so that a hostile template is a
+    /// syntax error rather than a stack overflow.
+    private var depth = 0
+    static let maxNesting = 100
+
+    private mutating func enter() throws {
+        depth += 1
+        if depth > Self.maxNesting { throw fail("nested more than \(Self.maxNesting) levels deep") }
+    }
 
     init(_ tokens: [JinjaToken]) { self.tokens = tokens }
 
@@ -108,6 +117,8 @@ struct JinjaParser {
     }
 
     private mutating func parseStatement(_ keyword: String, line: Int) throws -> JinjaNode {
+        try enter()
+        defer { depth -= 1 }
         switch keyword {
         case "if": return try parseIf(line: line)
         case "for": return try parseFor(line: line)
@@ -256,6 +267,8 @@ struct JinjaParser {
     }
 
     mutating func parseExpression() throws -> JinjaExpr {
+        try enter()
+        defer { depth -= 1 }
         let line = current.line
         var expr = try parseOr()
         while skip(name: "if") {

@@ -16,10 +16,17 @@ import Foundation
 ///
 /// Not supported (a syntax error names them): `include` / `import` / `extends` / `block`,
 /// `call` blocks, recursive loops, `*args` / `**kwargs`.
+///
+/// Bounded: nesting of at most 100 statements or brackets, calls 64 deep, `maxSteps` loop
+/// iterations and calls, 64 MB of text (errors naming the line, never a hang or a crash).
 public struct JinjaTemplate: @unchecked Sendable {
     /// The source as given.
     public let source: String
     let nodes: [JinjaNode]
+    /// Loop iterations plus macro calls one render may take before it is an error (a template
+    /// that would run for hours); chat templates take a few per message.
+    public var maxSteps = JinjaTemplate.defaultMaxSteps
+    public static let defaultMaxSteps = 1_000_000
 
     /// - Throws: `JinjaError.syntax` naming the line.
     public init(_ source: String) throws {
@@ -35,7 +42,7 @@ public struct JinjaTemplate: @unchecked Sendable {
     public func render(_ context: [String: JinjaValue], now: (() -> Date)? = { Date() }) throws -> String {
         let globals = JinjaScope(parent: nil, JinjaBuiltins.globals(now: now))
         let top = JinjaScope(parent: globals, context)
-        var evaluator = JinjaEvaluator()
+        var evaluator = JinjaEvaluator(state: JinjaEvaluator.State(maxSteps: maxSteps))
         return try evaluator.render(nodes, scope: top)
     }
 }
