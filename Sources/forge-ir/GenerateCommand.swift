@@ -246,11 +246,7 @@ extension GenerateCommand {
                 throw UsageError(message: "--template-var takes key=value, got '\(kv)'", helpCommand: "forge-ir generate")
             }
             let key = String(kv[..<eq]), raw = String(kv[kv.index(after: eq)...])
-            if let data = raw.data(using: .utf8), let any = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) {
-                vars[key] = JinjaValue.fromJSON(any)
-            } else {
-                vars[key] = .string(raw)
-            }
+            vars[key] = (try? JinjaValue.parseJSON(raw)) ?? .string(raw)
         }
         return vars
     }
