@@ -32,8 +32,6 @@ struct TextCodec {
     /// Raw text, with the tokenizer's own special tokens (e.g. `<bos>`) added.
     func encode(_ s: String) throws -> [Int32] { tokenizer.encode(s).map { Int32($0) } }
 
-    static let usageHelp = "forge-ir generate"
-
     /// The chat template `--template` names: `auto` (the tokenizer's own `chat_template`, else
     /// the built-in its vocabulary points to), a named template of the tokenizer's config, a
     /// built-in name, or a `.jinja` file.
@@ -43,7 +41,7 @@ struct TextCodec {
             if let config, let t = try ChatTemplate(config: config, tokenizer: tokenizer) { return t }
             if let t = ChatTemplate.detect(for: tokenizer) { return withConfigTokens(t) }
             throw UsageError(message: "\(path): no chat template: no tokenizer_config.json with a chat_template beside it, and the vocabulary "
-                                 + "has none of the built-in templates' tokens; pass --template (\(names))", helpCommand: Self.usageHelp)
+                                 + "has none of the built-in templates' tokens; pass --template (\(names))")
         }
         if let config, config.chatTemplates[name] != nil, let t = try ChatTemplate(config: config, name: name, tokenizer: tokenizer) {
             return t
@@ -59,8 +57,7 @@ struct TextCodec {
                                     tokenizer: tokenizer)
         }
         let own = config.map { $0.chatTemplates.keys.sorted() } ?? []
-        throw UsageError(message: "unknown chat template '\(name)' (templates: \(names)\(own.isEmpty ? "" : "; the tokenizer's: " + own.joined(separator: ", ")))",
-                         helpCommand: Self.usageHelp)
+        throw UsageError(message: "unknown chat template '\(name)' (templates: \(names)\(own.isEmpty ? "" : "; the tokenizer's: " + own.joined(separator: ", ")))")
     }
 
     /// A built-in template with the model's own special tokens when its config has them.
