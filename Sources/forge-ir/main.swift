@@ -15,6 +15,9 @@ let commands: [Command.Type] = [
     DiagnoseCommand.self,
     GenerateCommand.self,
     BenchCommand.self,
+    CompareCommand.self,
+    ExtractCommand.self,
+    ReduceCommand.self,
     CompletionCommand.self,
 ]
 
