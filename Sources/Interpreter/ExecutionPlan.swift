@@ -346,7 +346,12 @@ public final class ExecutionPlan {
             }
             try InputCheck.check(t, against: v, function: function.name)
             var tt = t
-            if let dt = v.type.tensorType?.dtype { tt.dtype = dt }
+            if let dt = v.type.tensorType?.dtype {
+                // Float data for an fp16 input is rounded to fp16, as Core ML converts it.
+                let round = dt == .fp16 && tt.dtype != .fp16
+                tt.dtype = dt
+                if round { Rounding.toStorage(&tt) }
+            }
             slots[slot] = .tensor(tt)
             pool.pin(.tensor(tt), forRun: true)
         }
@@ -414,7 +419,7 @@ public final class ExecutionPlan {
                     }
                 }
             } catch let e as KernelError {
-                throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: e.reason)
+                throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: e.reason + ExecutionPlan.origin(of: step.op, reason: e.reason))
             }
             guard results.count == step.outputSlots.count else {
                 throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: "kernel returned \(results.count) outputs, op declares \(step.outputSlots.count)")
@@ -481,5 +486,36 @@ public enum InputCheck {
             case .unknown, .variadic: break
             }
         }
+    }
+}
+
+extension ExecutionPlan {
+    /// For an index error (`index … out of range`), where the op's indices came from: the
+    /// function inputs they derive from, through the model's own ops (the `cast` a converter
+    /// inserts, its negative-index `select`…), e.g.
+    /// ` (indices derive from input 'x' through cast 'ids')`; empty otherwise.
+    static func origin(of op: Op, reason: String) -> String {
+        guard reason.contains("out of range") else { return "" }
+        for name in ["indices", "index", "x"] {
+            guard let start = op.input(name)?.operands.first?.value else { continue }
+            var inputs: [String] = [], casts: [String] = []
+            var seen = Set<ObjectIdentifier>()
+            var stack = [start]
+            while let v = stack.popLast(), seen.count < 64 {
+                guard seen.insert(ObjectIdentifier(v)).inserted else { continue }
+                guard let p = v.producer else {
+                    if !inputs.contains(v.name) { inputs.append(v.name) }
+                    continue
+                }
+                if p.type == "const" { continue }
+                if p.type == "cast" { casts.append("cast '\(p.name)'") }
+                for i in p.inputs { for o in i.operands { if let u = o.value { stack.append(u) } } }
+            }
+            guard !inputs.isEmpty, !casts.isEmpty || start.producer != nil else { continue }
+            let from = inputs.map { "'\($0)'" }.joined(separator: ", ")
+            let via = casts.isEmpty ? "" : " through \(casts.joined(separator: ", "))"
+            return " (\(name) derive from input\(inputs.count > 1 ? "s" : "") \(from)\(via))"
+        }
+        return ""
     }
 }

@@ -24,6 +24,8 @@ enum RunCommand: Command {
             .option("max-output-bytes", value: "n", "Budget for the .npy bytes --outputs writes (default 1073741824 = 1 GiB; suffixes K, M, G)."),
             .option("save-inputs", value: "dir", "Write the inputs of the call as <input>.npy (+ values.json) for a golden folder."),
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
+            .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Flexible dimensions are taken from the given arrays and checked against the model's
@@ -40,13 +42,12 @@ enum RunCommand: Command {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
         let precision = args.precision
-        var inputs: [String: Tensor] = [:]
-        if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz) }
+        var singles: [(name: String, file: String)] = []
         for item in args.values(of: "input") {
             guard let eq = item.firstIndex(of: "="), eq != item.startIndex else {
                 throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'")
             }
-            inputs[String(item[..<eq])] = try NPY.read(path: String(item[item.index(after: eq)...]))
+            singles.append((String(item[..<eq]), String(item[item.index(after: eq)...])))
         }
         for option in ["out", "state-out"] {
             var isDir: ObjCBool = false
@@ -61,6 +62,17 @@ enum RunCommand: Command {
         let maxBytes = try byteCount(args.value("max-output-bytes") ?? "1G", option: "max-output-bytes")
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed)
+        // Inputs are read knowing the dtypes they feed, so they convert as Core ML converts them.
+        let allowLossy = args.flag("allow-lossy-inputs")
+        let warn: (String) -> Void = { Console.err("\(ArgumentParser.toolName): warning: \($0)
+") }
+        var targets: [String: DType] = [:]
+        for v in session.function.inputs { if let t = v.type.tensorType { targets[v.name] = t.dtype } }
+        var inputs: [String: Tensor] = [:]
+        if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz, targets: targets, allowLossy: allowLossy, warn: warn) }
+        for (name, file) in singles {
+            inputs[name] = try NPY.read(path: file, target: targets[name], allowLossy: allowLossy, warn: warn)
+        }
         if case let .values(names) = observed {
             var known = Set<String>()
             session.function.body.walk { op in for v in op.outputs { known.insert(v.name) } }
@@ -74,7 +86,7 @@ enum RunCommand: Command {
             for v in session.function.inputs where !v.type.isState { if let t = inputs[v.name] { w.write(v.name, t) } }
             try w.finish(model: path, function: session.function.name, precision: precision.rawValue)
         }
-        if let dir = args.value("state-in") { try session.states.load(from: dir) }
+        if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) }
         var writer: ValueFiles.Writer?
         if observed != .none, let dir = args.value("out") {
             let w = try ValueFiles.Writer(directory: dir, maxBytes: maxBytes, function: session.function, widenHalf: precision == .fp32)
