@@ -88,7 +88,10 @@ extension CLITests {
     func testRunOutputsAndExtract() throws {
         let tmp = try tempDir()
         let model = "models-ir/smollm2_twin_int8.mlpackage", inputs = "models-ir/inputs/smollm2_twin_int8.npz"
-        let r = try run(["run", model, "--inputs", inputs, "--out", tmp + "/full", "--outputs", "input_1_cast_fp16,linear_0_cast_fp16"])
+        // fp16 precision: every intermediate is fp16-rounded, as the extracted package's fp16
+        // input will be (a model input of type fp16 is rounded on the way in, as Core ML does).
+        let r = try run(["run", model, "--inputs", inputs, "--precision", "fp16", "--out", tmp + "/full",
+                         "--outputs", "input_1_cast_fp16,linear_0_cast_fp16"])
         XCTAssertEqual(r.status, 0, r.stderr)
         let capped = try run(["run", model, "--inputs", inputs, "--out", tmp + "/cap", "--outputs", "all", "--max-output-bytes", "64K"])
         XCTAssertEqual(capped.status, 1)
@@ -103,14 +106,23 @@ extension CLITests {
         let d = try run(["dump", sub, "--json"])
         let desc = try JSONValue.parse(d.stdout)
         XCTAssertEqual(desc["inputs"]?.arrayValue?.first?["shape_range"], .array([.array([.int(1), .int(1)]), .array([.int(1), .int(256)]), .array([.int(576), .int(576)])]))
+        // Fed the full run's intermediate, the extracted package computes the full run's value
+        // exactly: inside the plan and at its fp16 output.
+        let c = try run(["compare", sub, "--reference", tmp + "/full", "--precision", "fp16", "--atol", "0", "--rtol", "0", "--json"])
+        XCTAssertEqual(c.status, 0, c.stdout + c.stderr)
+        let call = try JSONValue.parse(c.stdout)["calls"]?.arrayValue?.first
+        for list in ["ops", "outputs"] {
+            let v = call?[list]?.arrayValue?.first { $0["name"]?.stringValue == "linear_0_cast_fp16" }
+            XCTAssertEqual(v?["metrics"]?["max_abs"], .double(0), list)
+            XCTAssertEqual(v?["metrics"]?["count"], .int(4 * 576), list)
+        }
         let s = try run(["run", sub, "--input", "input_1_cast_fp16=\(tmp)/full/input_1_cast_fp16.npy", "--out", tmp + "/sub"])
         XCTAssertEqual(s.status, 0, s.stderr)
-        let got = try NPY.read(path: tmp + "/sub/linear_0_cast_fp16.npy")
-        var want = try NPY.read(path: tmp + "/full/linear_0_cast_fp16.npy")
-        XCTAssertEqual(want.dtype, .fp32)        // held in fp32 inside the fp32 run
-        want.data = .float(want.floats.map { Half.toFloat(Half.fromFloat($0)) })
+        let got = try NPY.read(path: tmp + "/sub/linear_0_cast_fp16.npy"), want = try NPY.read(path: tmp + "/full/linear_0_cast_fp16.npy")
+        XCTAssertEqual(got.dtype, .fp16)
         XCTAssertEqual(got.shape, want.shape)
-        XCTAssertEqual(got.floats, want.floats)
+        // fp32 compute of the same fp16 inputs, rounded at the output: within one fp16 ulp.
+        for (a, b) in zip(got.floats, want.floats) { XCTAssertLessThanOrEqual(abs(a - b), max(abs(b), 6.1e-5) / 1024) }
     }
 
     /// `reduce` finds the planted NaN op of a 300-op chain in at most 12 checks.
