@@ -38,6 +38,7 @@ enum GenerateCommand: Command {
             .flag("hide-reasoning", "Leave the reasoning span (Gemma 4's thought channel, <think>…</think>) out of the printed text."),
             .flag("json", "Print prompt_ids, token_ids, text, reasoning, response, tokens/s and peak memory as JSON."),
             .flag("profile", "Print time per op type (stderr)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Streams text to stdout as it is generated (with a tokenizer; ids otherwise) and ends with
