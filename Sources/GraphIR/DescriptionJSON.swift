@@ -139,9 +139,11 @@ public enum DescriptionJSON {
 
     /// The `summary` object of `dump --summary --json`:
     /// `{"functions": [{"name", "opset", "op_counts", "op_total", "parameters": {"fp16": {"count", "bytes"}},
-    ///   "parameter_count", "parameter_bytes", "blob_count", "blob_bytes", "state_count", "state_bytes",
-    ///   "states": [{"name", "dtype", "shape", "bytes"}]}], "parameters", "parameter_count",
-    ///   "parameter_bytes", "blob_count", "blob_bytes", "weight_file_bytes"}`
+    ///   "parameter_count", "stored_value_count", "parameter_bytes", "blob_count", "blob_bytes", "state_count",
+    ///   "state_bytes", "states": [{"name", "dtype", "shape", "bytes"}]}], "parameters", "parameter_count",
+    ///   "stored_value_count", "parameter_bytes", "blob_count", "blob_bytes", "weight_file_bytes"}`
+    /// `parameter_count` is ``WeightCount`` (what `bench` reports); `parameters` and
+    /// `stored_value_count` are every stored constant value by dtype.
     /// (model-wide totals count a blob shared by several functions once).
     public static func summaryJSON(_ s: ModelSummary, function: String? = nil) -> JSONValue {
         func params(_ p: [DType: ParameterStats]) -> JSONValue {
@@ -155,6 +157,7 @@ public enum DescriptionJSON {
                 "op_total": .int(f.opTotal),
                 "parameters": params(f.parameters),
                 "parameter_count": .int(f.parameterCount),
+                "stored_value_count": .int(f.storedValueCount),
                 "parameter_bytes": .int(f.parameterBytes),
                 "blob_count": .int(f.blobCount),
                 "blob_bytes": .int(f.blobBytes),
@@ -174,6 +177,7 @@ public enum DescriptionJSON {
             "functions": .array(fs),
             "parameters": params(s.parameters),
             "parameter_count": .int(s.parameterCount),
+            "stored_value_count": .int(s.storedValueCount),
             "parameter_bytes": .int(s.parameterBytes),
             "blob_count": .int(s.blobCount),
             "blob_bytes": .int(s.blobBytes),

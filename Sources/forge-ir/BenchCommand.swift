@@ -115,7 +115,7 @@ enum BenchCommand: Command {
         }
         let peak = peakResidentBytes()
         let size = packageBytes(path)
-        let params = parameterCount(model)
+        let params = ModelSummary(model).parameterCount
         let threads = GEMM.cores
         let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
 
@@ -172,28 +172,6 @@ enum BenchCommand: Command {
                 let attrs = try? fm.attributesOfItem(atPath: path + "/" + rel)
                 if attrs?[.type] as? FileAttributeType == .typeRegular {
                     total += (attrs?[.size] as? NSNumber)?.intValue ?? 0
-                }
-            }
-        }
-        return total
-    }
-
-    /// Weights as a model has them: the dense element count of each `constexpr_*` result (the
-    /// int8 data, not its scales) plus float `const` tensors that are not a constexpr's operand.
-    static func parameterCount(_ model: Model) -> Int {
-        var total = 0
-        var seen = Set<ObjectIdentifier>()
-        for f in model.program.functions {
-            var feedsConstexpr = Set<ObjectIdentifier>()
-            f.body.walk { op in
-                if op.type.hasPrefix("constexpr_") { for v in op.operandValues { feedsConstexpr.insert(ObjectIdentifier(v)) } }
-            }
-            f.body.walk { op in
-                guard let out = op.outputs.first, let t = out.type.tensorType, seen.insert(ObjectIdentifier(out)).inserted else { return }
-                if op.type.hasPrefix("constexpr_") {
-                    total += t.elementCount ?? 0
-                } else if op.type == "const", t.dtype.isFloat, !feedsConstexpr.contains(ObjectIdentifier(out)) {
-                    total += t.elementCount ?? 0
                 }
             }
         }

@@ -60,7 +60,8 @@ enum DumpCommand: Command {
                 out += "  " + pad(op, width) + leftPad(String(n), 8) + "\n"
             }
             out += "  " + pad("total", width) + leftPad(String(f.opTotal), 8) + "\n"
-            out += "parameters (\(f.name)):\n"
+            out += "parameters (\(f.name)): \(f.parameterCount)\n"
+            out += "stored constants (\(f.name)):\n"
             out += parameterTable(f.parameters)
             out += "states (\(f.name)): \(f.stateCount), \(f.stateBytes) bytes\n"
             for st in f.states {
@@ -69,7 +70,8 @@ enum DumpCommand: Command {
             out += "\n"
         }
         if only == nil, s.functions.count > 1 {
-            out += "parameters (all functions, shared blobs counted once):\n"
+            out += "parameters (all functions, shared blobs counted once): \(s.parameterCount)\n"
+            out += "stored constants (all functions):\n"
             out += parameterTable(s.parameters)
         }
         out += "weight file: \(s.weightFileBytes) bytes (\(s.blobCount) blob\(s.blobCount == 1 ? "" : "s"), \(s.blobBytes) payload bytes)\n"

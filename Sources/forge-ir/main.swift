@@ -15,6 +15,7 @@ let commands: [Command.Type] = [
     DiagnoseCommand.self,
     GenerateCommand.self,
     BenchCommand.self,
+    CompletionCommand.self,
 ]
 
 let version = "0.1.0"
