@@ -144,6 +144,35 @@ public enum OpRegistry {
         add(OpSchema("slice_update", [x(), req("update"), req("begin", .integer), req("end", .integer), opt("stride", .integer),
                                       opt("begin_mask", .bool), opt("end_mask", .bool), opt("squeeze_mask", .bool)]))
 
+        // Recurrent (iOS15; fp16 iOS17; gru reset_after / input_bias iOS18).
+        add(OpSchema("lstm", [x(.float), req("initial_h", .float), req("initial_c", .float), req("weight_ih", .float), req("weight_hh", .float),
+                              opt("bias", .float), opt("peephole", .float), opt("weight_ih_back", .float), opt("weight_hh_back", .float),
+                              opt("bias_back", .float), opt("peephole_back", .float), opt("direction", .string), opt("output_sequence", .bool),
+                              opt("recurrent_activation", .string), opt("cell_activation", .string), opt("activation", .string), opt("clip", .float)]))
+        add(OpSchema("gru", [x(.float), req("initial_h", .float), req("weight_ih", .float), req("weight_hh", .float), opt("bias", .float),
+                             opt("direction", .string), opt("output_sequence", .bool), opt("recurrent_activation", .string),
+                             opt("activation", .string), opt("reset_after", .bool), opt("input_bias", .float)]))
+        add(OpSchema("rnn", [x(.float), req("initial_h", .float), req("weight_ih", .float), req("weight_hh", .float), opt("bias", .float),
+                             opt("direction", .string), opt("output_sequence", .bool), opt("activation", .string)]))
+
+        // Image resizing (iOS15; crop_resize pad_value and upsample_bilinear half_pixel_centers iOS16;
+        // crop_resize boxes/box_indices and resize iOS17).
+        add(OpSchema("resize_bilinear", [x(.float), opt("target_size_height", .integer), opt("target_size_width", .integer), opt("sampling_mode", .string)]))
+        add(OpSchema("resize_nearest_neighbor", [x(.float), req("target_size_height", .integer), req("target_size_width", .integer)]))
+        add(OpSchema("resize", [x(.numeric), req("shape", .integer), req("resized_dims", .integer), opt("interpolation_mode", .string), opt("sampling_mode", .string)]))
+        add(OpSchema("upsample_bilinear", [x(.float), opt("scale_factor_height", .numeric), opt("scale_factor_width", .numeric), opt("align_corners", .bool),
+                                           opt("half_pixel_centers", .bool)]))
+        add(OpSchema("upsample_nearest_neighbor", [x(.float), opt("scale_factor_height", .numeric), opt("scale_factor_width", .numeric)]))
+        add(OpSchema("crop", [x(.float), req("crop_height", .integer), req("crop_width", .integer)]))
+        add(OpSchema("crop_resize", [x(.float), opt("roi", .float), opt("boxes", .numeric), opt("box_indices", .integer), opt("target_height", .integer),
+                                     opt("target_width", .integer), opt("normalized_coordinates", .bool), opt("spatial_scale", .float),
+                                     opt("box_coordinate_mode", .string), opt("sampling_mode", .string), opt("pad_value", .float)]))
+        add(OpSchema("resample", [x(.float), req("coordinates", .numeric), req("sampling_mode", .string), req("padding_mode", .string),
+                                  req("padding_value", .float), req("coordinates_mode", .string), req("align_corners", .bool)]))
+        add(OpSchema("affine", [x(.float), req("transform_matrix", .float), req("output_height", .integer), req("output_width", .integer),
+                                req("sampling_mode", .string), req("padding_mode", .string), req("padding_value", .float),
+                                req("coordinates_mode", .string), req("align_corners", .bool)]))
+
         // Control flow: inputs vary.
         add(OpSchema("cond", [req("pred", .bool)], isControlFlow: true))
         add(OpSchema("while_loop", [InputSpec("loop_vars", variadic: true)], isControlFlow: true))
