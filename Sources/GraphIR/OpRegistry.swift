@@ -71,7 +71,8 @@ public enum OpRegistry {
 
         // Tensor transformation.
         add(OpSchema("reshape", [x(), req("shape", .integer)]))
-        add(OpSchema("reshape_like", [x(), InputSpec("ref_tensors", variadic: true), req("begins", .integer), req("ends", .integer), req("end_masks", .bool)]))
+        add(OpSchema("reshape_like", [x(), InputSpec("ref_tensors", variadic: true), InputSpec("begins", .integer, variadic: true),
+                                       InputSpec("ends", .integer, variadic: true), InputSpec("end_masks", .bool, variadic: true)]))
         add(OpSchema("transpose", [x(), req("perm", .integer)]))
         add(OpSchema("expand_dims", [x(), req("axes", .integer)]))
         add(OpSchema("squeeze", [x(), opt("axes", .integer)]))
@@ -88,6 +89,10 @@ public enum OpRegistry {
         add(OpSchema("depth_to_space", [x(), req("block_size", .integer)]))
         add(OpSchema("space_to_depth", [x(), req("block_size", .integer)]))
         add(OpSchema("pixel_shuffle", [x(), req("upscale_factor", .integer)]))
+        add(OpSchema("pixel_unshuffle", [x(), req("downscale_factor", .integer)]))
+        add(OpSchema("space_to_batch", [x(), req("block_shape", .integer), req("paddings", .integer)]))
+        add(OpSchema("batch_to_space", [x(), req("block_shape", .integer), req("crops", .integer)]))
+        add(OpSchema("reverse_sequence", [x(), req("lengths", .integer), opt("seq_axis", .integer), opt("batch_axis", .integer)]))
         add(OpSchema("sliding_windows", [x(), req("axis", .integer), req("size", .integer), opt("stride", .integer)]))
 
         // Tensor operations.
@@ -172,6 +177,20 @@ public enum OpRegistry {
         add(OpSchema("affine", [x(.float), req("transform_matrix", .float), req("output_height", .integer), req("output_width", .integer),
                                 req("sampling_mode", .string), req("padding_mode", .string), req("padding_value", .float),
                                 req("coordinates_mode", .string), req("align_corners", .bool)]))
+
+        // Random (iOS15).
+        add(OpSchema("random_uniform", [req("shape", .integer), opt("low", .float), opt("high", .float), opt("seed", .integer)]))
+        add(OpSchema("random_normal", [req("shape", .integer), opt("mean", .float), opt("stddev", .float), opt("seed", .integer)]))
+        add(OpSchema("random_bernoulli", [req("shape", .integer), opt("prob", .float), opt("seed", .integer)]))
+        add(OpSchema("random_categorical", [x(.float), opt("mode", .string), opt("size", .integer), opt("seed", .integer)]))
+
+        // Tensor lists (iOS15 control_flow), carried through while_loop.
+        add(OpSchema("make_list", [opt("init_length", .integer), opt("dynamic_length", .bool), InputSpec("elem_shape", optional: true, variadic: true), opt("dtype", .string)]))
+        add(OpSchema("list_length", [req("ls")]))
+        add(OpSchema("list_write", [req("ls"), req("index", .integer), req("value")]))
+        add(OpSchema("list_read", [req("ls"), req("index", .integer)]))
+        add(OpSchema("list_gather", [req("ls"), req("indices", .integer)]))
+        add(OpSchema("list_scatter", [req("ls"), req("indices", .integer), req("value")]))
 
         // Control flow: inputs vary.
         add(OpSchema("cond", [req("pred", .bool)], isControlFlow: true))

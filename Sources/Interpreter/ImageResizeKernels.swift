@@ -14,7 +14,8 @@ import GraphIR
 /// - `OFFSET_CORNERS`: `δ/2 + i·δ`, `δ = max(1, Xin−1)/Xout`;
 /// - `UNALIGN_CORNERS`: `(i + 0.5)·Xin/Xout − 0.5`;
 /// every point clamped to [0, Xin−1]. Bilinear interpolation mixes the two neighbours of each
-/// point; nearest neighbour rounds it.
+/// point; nearest neighbour takes the closest input, ties to the lower index (`⌈g − 0.5⌉`, so an
+/// integer upscale repeats each input).
 ///
 /// - `resize_bilinear(x, target_size_height = 1, target_size_width = 1, sampling_mode = DEFAULT)`.
 /// - `resize_nearest_neighbor(x, target_size_height, target_size_width)`: DEFAULT grid, rounded.
@@ -24,8 +25,8 @@ import GraphIR
 ///   output `floor(H·scale)`; align_corners → STRICT_ALIGN_CORNERS, half_pixel_centers →
 ///   UNALIGN_CORNERS, neither → DEFAULT (scale recomputed from the sizes, torch's
 ///   `recompute_scale_factor=True`).
-/// - `upsample_nearest_neighbor(x, scale_factor_height/width = 1)`: output `floor(H·scale)`,
-///   input index `min(floor(i / scale), H−1)`.
+/// - `upsample_nearest_neighbor(x, scale_factor_height/width = 1)`: output `Ho = floor(H·scale)`,
+///   input index `floor(i·H / Ho)` (the scale recomputed from the sizes).
 /// - `crop(x, crop_height [2], crop_width [2])`: removes rows/columns from both ends.
 /// - `crop_resize`: see ``cropResize(_:)``; `resample`, `affine`: see ``resample(_:)``.
 enum ImageResizeKernels {
@@ -125,7 +126,7 @@ enum ImageResizeKernels {
     }
 
     static func nearestIndices(_ mode: String, _ xin: Int, _ xout: Int) -> [Int] {
-        grid(mode, xin, xout).map { Swift.min(Int($0.rounded()), Swift.max(xin - 1, 0)) }
+        grid(mode, xin, xout).map { Swift.min(Swift.max(Int(($0 - 0.5).rounded(.up)), 0), Swift.max(xin - 1, 0)) }
     }
 
     static func resizeNearestNeighbor(_ inv: KernelInvocation) throws -> [RuntimeValue] {
@@ -196,8 +197,8 @@ enum ImageResizeKernels {
         let sh = try scale(inv, "scale_factor_height"), sw = try scale(inv, "scale_factor_width")
         let h = x.shape[x.rank - 2], w = x.shape[x.rank - 1]
         let oh = Int((Double(h) * sh).rounded(.down)), ow = Int((Double(w) * sw).rounded(.down))
-        let rows = (0..<oh).map { Swift.min(Int((Double($0) / sh).rounded(.down)), h - 1) }
-        let cols = (0..<ow).map { Swift.min(Int((Double($0) / sw).rounded(.down)), w - 1) }
+        let rows = (0..<oh).map { Swift.min($0 * h / Swift.max(oh, 1), h - 1) }
+        let cols = (0..<ow).map { Swift.min($0 * w / Swift.max(ow, 1), w - 1) }
         return [try separable(x, nearestTaps(rows), nearestTaps(cols), dtype: inv.outputDType())]
     }
 
