@@ -551,6 +551,65 @@ V.add("lut_to_sparse_vector", "constexpr_lut_to_sparse", {"indices_mask": mask, 
 V.add("sparse_to_dense_ios18", "constexpr_sparse_to_dense", {"nonzero_data": deq[mask], "mask": mask}, [np.where(mask, deq, 0)], atol=1e-6)
 
 
+# --------------------------------------------------------------------------------------------
+# non_maximum_suppression: numpy greedy NMS as tf.image.non_max_suppression (coremltools' test
+# reference), Core ML's padding (-1 indices, zeros) and its "best box when none survives"
+
+
+def nms_ref(boxes, scores, iou_t, score_t, max_boxes, per_class):
+    n, nb, k = scores.shape
+
+    def iou(a, b):
+        ay1, ax1, ay2, ax2 = a[1] - a[3] / 2, a[0] - a[2] / 2, a[1] + a[3] / 2, a[0] + a[2] / 2
+        by1, bx1, by2, bx2 = b[1] - b[3] / 2, b[0] - b[2] / 2, b[1] + b[3] / 2, b[0] + b[2] / 2
+        ih = max(0, min(ay2, by2) - max(ay1, by1))
+        iw = max(0, min(ax2, bx2) - max(ax1, bx1))
+        inter = ih * iw
+        return inter / ((ay2 - ay1) * (ax2 - ax1) + (by2 - by1) * (bx2 - bx1) - inter)
+
+    def greedy(cands, best, bx):
+        order = sorted([i for i in cands if best[i] > score_t], key=lambda i: (-best[i], i))
+        kept = []
+        for i in order:
+            if len(kept) < max_boxes and all(iou(bx[j], bx[i]) <= iou_t for j in kept):
+                kept.append(i)
+        return kept
+
+    o1, o2 = np.zeros((n, max_boxes, 4)), np.zeros((n, max_boxes, k))
+    o3, o4 = -np.ones((n, max_boxes), np.int32), np.zeros(n, np.int32)
+    for b in range(n):
+        bx, best, cls = boxes[b].astype(np.float64), scores[b].max(-1), scores[b].argmax(-1)
+        if per_class:
+            ids = sorted(sum((greedy([i for i in range(nb) if cls[i] == c], best, bx) for c in sorted(set(cls))), []), key=lambda i: (-best[i], i))
+        else:
+            ids = greedy(range(nb), best, bx)
+        if not ids:
+            ids = [int(np.argmax(best))]
+        ids = ids[:max_boxes]
+        o1[b, :len(ids)], o2[b, :len(ids)], o3[b, :len(ids)], o4[b] = bx[ids], scores[b][ids], ids, len(ids)
+    return [o1, o2, o3, o4]
+
+
+nb_boxes = np.concatenate([rng.uniform(0, 10, size=(2, 12, 2)), rng.uniform(1, 5, size=(2, 12, 2))], -1).astype(np.float32)
+nb_scores = rng.permutation(2 * 12 * 3).reshape(2, 12, 3).astype(np.float32) / 72
+for per_class in [False, True]:
+    for (iou_t, score_t, mb_) in [(0.3, 0.2, 5), (0.7, 0.0, 20)]:
+        V.add(f"nms_pc{int(per_class)}_{iou_t}_{score_t}_{mb_}", "non_maximum_suppression",
+              {"boxes": nb_boxes, "scores": nb_scores, "iou_threshold": np.float32(iou_t), "score_threshold": np.float32(score_t),
+               "max_boxes": np.int32(mb_), "per_class_suppression": np.array(per_class)},
+              nms_ref(nb_boxes, nb_scores, iou_t, score_t, mb_, per_class), atol=1e-6)
+V.add("nms_none_survive", "non_maximum_suppression",
+      {"boxes": nb_boxes[:1], "scores": nb_scores[:1], "iou_threshold": np.float32(0.5), "score_threshold": np.float32(2.0), "max_boxes": np.int32(3)},
+      nms_ref(nb_boxes[:1], nb_scores[:1], 0.5, 2.0, 3, False), atol=1e-6)
+
+
+# iOS17 scatter ops (they carry validate_indices): negative indices are out of bounds
+for op in ["scatter", "scatter_along_axis"]:
+    V.err(f"{op}_ios17_negative_index", op, {"data": f32(2, 3), "indices": np.array([-1, 0], np.int32) if op == "scatter" else np.array([[-1, 0, 1], [1, 1, 0]], np.int32),
+                                              "updates": f32(2, 3), "validate_indices": np.array(True)})
+V.err("scatter_nd_ios17_negative_index", "scatter_nd", {"data": f32(2, 3), "indices": np.array([[0, -1]], np.int32), "updates": f32(1), "validate_indices": np.array(False)})
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "opset.json"), "w") as f:

@@ -12,6 +12,30 @@ final class OpsetKernelTests: XCTestCase {
         try OpVectors.run(family: "opset")
     }
 
+    /// Ops of coremltools' MIL registry that have no kernel, each with the reason (kept in
+    /// README.md's conformance section).
+    static let withoutKernel: [String: String] = [
+        "const": "a value, not a computation (the plan binds it once)",
+        "cond": "run by the execution plan as nested blocks (ControlFlow.swift)",
+        "while_loop": "run by the execution plan as nested blocks (ControlFlow.swift)",
+        "classify": "coremltools turns it into the model description's classifier outputs; an ML Program never holds it",
+        "conv_quantized": "experimental, lowered only by coremltools' neuralnetwork backend; an ML Program never holds it",
+    ]
+
+    /// Every core op coremltools 9 registers for iOS15…iOS18 (`models-ir/opvectors/mil_ops.json`,
+    /// `tools/mil_op_list.py`) has a kernel, or is listed above with the reason.
+    func testEveryOpHasAKernel() throws {
+        struct File: Decodable { var ops: [String: [String]] }
+        let file = try JSONDecoder().decode(File.self, from: Data(contentsOf: URL(fileURLWithPath: OpVectors.dir + "mil_ops.json")))
+        let modern = file.ops.filter { !Set($0.value).isDisjoint(with: ["iOS15", "iOS16", "iOS17", "iOS18"]) }.keys.sorted()
+        XCTAssertGreaterThan(modern.count, 150)
+        let missing = modern.filter { KernelRegistry.kernel(for: $0) == nil && Self.withoutKernel[$0] == nil }
+        XCTAssertEqual(missing, [], "MIL ops without a kernel")
+        for op in Self.withoutKernel.keys where op != "const" && op != "cond" && op != "while_loop" {
+            XCTAssertNil(KernelRegistry.kernel(for: op), "\(op) has a kernel now: drop it from the list")
+        }
+    }
+
     /// Seeded draws repeat; their statistics match the distribution (10 000 draws, bounds of
     /// more than 5 standard errors, so the test is deterministic and cannot flake).
     func testRandomStatistics() throws {

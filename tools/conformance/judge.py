@@ -11,6 +11,9 @@ own atol/rtol — widened as coremltools' compare_backend widens them for fp16 m
 units other than CPU_ONLY: atol = max(100·atol, 0.5), rtol = max(100·rtol, 0.05) — with at most
 the test's allow_mismatch_ratio of elements outside.
 
+A negative case (the test wraps the prediction in pytest.raises: invalid indices and the like)
+passes when forge-ir refuses it or its values differ from the given ones.
+
 Writes <out>/results.json (one record per case) and <out>/table.md (per op type: cases that
 contain it, passed; const and the cast ops the fp16 conversion inserts are not counted as ops
 under test), and prints the overall figure.
@@ -97,8 +100,22 @@ def ops_under_test(meta):
     return core or sorted(set(ops)) or ["const"]
 
 
+def negative_tests(root):
+    """Tests that wrap the prediction in pytest.raises (they expect Core ML to refuse the case
+    or to differ from the given outputs): under the recorder they fail with "DID NOT RAISE"."""
+    path = os.path.join(os.path.dirname(os.path.abspath(root)), "pytest_outcomes.jsonl")
+    neg = set()
+    if os.path.exists(path):
+        for line in open(path):
+            r = json.loads(line)
+            if r.get("outcome") == "failed" and "DID NOT RAISE" in r.get("message", ""):
+                neg.add(r["test"])
+    return neg
+
+
 def load_cases(root, filt):
     cases = []
+    neg = negative_tests(root)
     for cid in sorted(os.listdir(root)):
         p = os.path.join(root, cid, "case.json")
         if not os.path.exists(p):
@@ -106,6 +123,7 @@ def load_cases(root, filt):
         with open(p) as f:
             meta = json.load(f)
         meta["_dir"] = os.path.join(root, cid)
+        meta["negative"] = meta["test"] in neg
         if filt and filt not in meta["test"] and not any(filt == o for o in meta.get("op_types", [])):
             continue
         cases.append(meta)
@@ -137,6 +155,12 @@ def main():
 
     def do_single(m):
         m["status"], m["detail"] = run_case(m, a.forge, precision=a.precision)
+        if m["negative"]:
+            # the test expects an error or a mismatch: forge-ir refusing or differing passes it
+            if m["status"] in ("error", "mismatch", "no_kernel"):
+                m["status"], m["detail"] = "pass", "negative case: %s (%s)" % (m["status"], m["detail"])
+            elif m["status"] == "pass":
+                m["status"], m["detail"] = "mismatch", "negative case: the test expects an error or different values"
 
     def do_chain(ms):
         ms.sort(key=lambda m: m["call"])
