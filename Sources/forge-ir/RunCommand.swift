@@ -64,8 +64,7 @@ enum RunCommand: Command {
         let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed)
         // Inputs are read knowing the dtypes they feed, so they convert as Core ML converts them.
         let allowLossy = args.flag("allow-lossy-inputs")
-        let warn: (String) -> Void = { Console.err("\(ArgumentParser.toolName): warning: \($0)
-") }
+        let warn: (String) -> Void = { Console.err("\(ArgumentParser.toolName): warning: \($0)\n") }
         var targets: [String: DType] = [:]
         for v in session.function.inputs { if let t = v.type.tensorType { targets[v.name] = t.dtype } }
         var inputs: [String: Tensor] = [:]
