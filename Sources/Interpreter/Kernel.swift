@@ -128,11 +128,6 @@ public enum KernelRegistry {
         "const": "a value, not a computation: the plan binds it directly",
         "cond": "control flow: the plan runs its blocks (ControlFlow.swift)",
         "while_loop": "control flow: the plan runs its blocks (ControlFlow.swift)",
-        "non_maximum_suppression": "not implemented: output count depends on the data (no conversion recipe in scope emits it)",
-        "quantize": "not implemented yet (issue #12)",
-        "dequantize": "not implemented yet (issue #12); fuse_dequant folds constant dequantize into constexpr ops",
-        "constexpr_lut_to_sparse": "not implemented yet (issue #12)",
-        "constexpr_sparse_blockwise_shift_scale": "not implemented yet (issue #12)",
     ]
 
     /// Every built-in kernel. Each family contributes a table.

@@ -483,6 +483,7 @@ enum ShapeRules {
             }
             return [.tensor(x)]
         }
+        addOpsetRules(&r)
         return r
     }()
 
