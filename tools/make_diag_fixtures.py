@@ -298,7 +298,21 @@ def gen_s1_position_range(out):
     save(prog, out, "s1_position_range", pass_pipeline=ct.PassPipeline.EMPTY, **kw)
 
 
-GENERATORS = {name: globals()["gen_" + name] for name in list(EXPECTED) + list(RUNTIME_EXPECTED)}
+def gen_apple_recipe_llama(out):
+    # The package Apple's Llama 3.1 Core ML article makes (tools/apple_recipe_llama.py): separate
+    # RangeDims for S and END, past = END - S, stacked 5-D caches written at [layer, :, :2, past:END, :].
+    # Its concat of scalar shape entries crashed diagnose (SIGILL in the concat shape rule).
+    import apple_recipe_llama as arl
+    model = arl.StatefulLlama()
+    refs = arl.references(model)
+    arl.convert(model, os.path.join(out, "apple_recipe_llama.mlpackage"))
+    np.savez_compressed(os.path.join(out, "apple_recipe_llama.refs.npz"), **refs)
+
+
+# Fixtures of other checks (their tests name what they expect).
+OTHER = ["apple_recipe_llama"]
+
+GENERATORS = {name: globals()["gen_" + name] for name in list(EXPECTED) + list(RUNTIME_EXPECTED) + OTHER}
 
 
 def main():

@@ -139,6 +139,7 @@ public enum Diagnoser {
         switch issue.kind {
         case .shapeError, .zeroDimension, .castOverflow, .indexOutOfRange, .sliceUpdateRank: severity = .error
         case .squeezeFlexible, .broadcastSize1, .declaredTypeMismatch: severity = .warning
+        case .shapeUnknown: severity = .info
         }
         switch issue.kind {
         case .shapeError: fix = "Make the shapes agree at this size: check reshape targets, broadcast operands and the export's flexible dimensions."
@@ -151,6 +152,7 @@ public enum Diagnoser {
         case .squeezeFlexible: fix = "Give squeeze explicit axes."
         case .broadcastSize1: fix = "Use the same flexible dimension on both operands (or an explicit tile/expand)."
         case .declaredTypeMismatch: fix = "The file's declared type is stale; re-run type inference (or report a forge-ir rule bug)."
+        case .shapeUnknown: fix = "Nothing to do for Core ML; shapes after this op are checked only where the file declares them."
         }
         return Finding(severity, issue.kind.rawValue, function: function,
                        op: Finding.OpRef(name: issue.opName, type: issue.opType, index: issue.opIndex),
