@@ -36,6 +36,9 @@ public struct Diagnosis {
     public var findings: [Finding] = []
     /// Runtime checks that ran (`--precision fp16`, `--dynamic`), in order.
     public var runs: [RuntimeRun] = []
+    /// One-line reminders printed before the summary (text only), e.g. the run-time checks a
+    /// stateful LLM was not given.
+    public var hints: [String] = []
     public var errorCount: Int { findings.filter { $0.severity == .error }.count }
     public var warningCount: Int { findings.filter { $0.severity == .warning }.count }
     public var infoCount: Int { findings.filter { $0.severity == .info }.count }
@@ -76,6 +79,8 @@ public enum Diagnoser {
         findings += StateChecks.run(function: f, interface: interface, inference: inference)
         // fp16 idioms visible without running anything.
         findings += NumericChecks.run(function: f)
+        // The catalogue's graph patterns.
+        findings += PatternChecks.run(function: f, interface: interface)
 
         // Symbolic run: errors at every binding, and warnings.
         for issue in inference.symbolic.issues {
@@ -148,7 +153,7 @@ public enum Diagnoser {
         case .indexOutOfRange: fix = "The write window must fit the state: bound the sequence dimension by the state length, or grow the state."
         case .sliceUpdateRank:
             fix = "Give slice_update one begin/end entry per axis of the state."
-            pass = "lower_slice_update"
+            pass = PadSliceUpdate.name
         case .squeezeFlexible: fix = "Give squeeze explicit axes."
         case .broadcastSize1: fix = "Use the same flexible dimension on both operands (or an explicit tile/expand)."
         case .declaredTypeMismatch: fix = "The file's declared type is stale; re-run type inference (or report a forge-ir rule bug)."
