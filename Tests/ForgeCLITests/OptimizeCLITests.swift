@@ -56,4 +56,36 @@ extension CLITests {
         XCTAssertEqual(r.status, 0)
         XCTAssertTrue(r.stdout.contains("fuse_dequant") && r.stdout.contains("default"), r.stdout)
     }
+
+    /// `--fix`: diagnose's fix passes, then cleanup; what was fixed is printed and the written
+    /// package diagnoses clean of those findings.
+    func testOptimizeFixAppliesTheProposedPasses() throws {
+        let dir = try tempDir()
+        let out = dir + "/fixed.mlpackage"
+        let r = try run(["optimize", "models-ir/coremltools_crash_end_index.mlpackage", "-o", out, "--fix"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.hasPrefix("fixed:\n  lower_slice_update: 2 findings (state_write_runtime_end) — slice writes lowered 2\n"
+            + "  split_rank0_expand_dims: 1 finding (rank0_expand_dims_swap) — rank-0 expand_dims users split 1\n"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("after: 0 errors, 0 warnings"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("dead_code_elimination: ops removed"), r.stdout)   // cleanup ran
+        let d = try run(["diagnose", out, "--json"])
+        XCTAssertEqual(d.status, 0, d.stdout)
+        // Planned passes are named, not run.
+        let seed = try run(["optimize", "models-ir/tiny_llama_dynamic_end.mlpackage", "-o", dir + "/seed.mlpackage", "--fix"])
+        XCTAssertEqual(seed.status, 0, seed.stderr)
+        XCTAssertTrue(seed.stdout.contains("not fixed (pass not available yet): state_mixed_flexibility (specialize_sequence), state_range_int_input (specialize_sequence)"), seed.stdout)
+    }
+
+    func testOptimizePassesAndPipelineCombine() throws {
+        let dir = try tempDir()
+        let r = try run(["optimize", "models-ir/tiny_llama_dynamic_end.mlpackage", "-o", dir + "/c.mlpackage",
+                         "--passes", "lower_slice_update", "--pipeline", "cleanup", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let names = try JSONValue.parse(r.stdout)["passes"]?.arrayValue?.compactMap { $0["pass"]?.stringValue } ?? []
+        XCTAssertEqual(names, ["lower_slice_update", "const_elimination", "noop_elimination", "const_deduplication",
+                               "common_subexpression_elimination", "dead_code_elimination", "topological_reorder"])
+        // --passes alone runs exactly those.
+        let only = try run(["optimize", "models-ir/tiny_inline.mlmodel", "-o", dir + "/d.mlpackage", "--passes", "noop_elimination", "--json"])
+        XCTAssertEqual(try JSONValue.parse(only.stdout)["passes"]?.arrayValue?.count, 1)
+    }
 }

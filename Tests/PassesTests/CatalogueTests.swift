@@ -180,3 +180,11 @@ final class CatalogueTests: XCTestCase {
         }
     }
 }
+
+extension CatalogueTests {
+    /// The README's catalogue table is `Catalogue.markdownTable`.
+    func testREADMEHasTheCatalogueTable() throws {
+        let readme = try String(contentsOfFile: PassFixtures.path("../README.md"), encoding: .utf8)
+        XCTAssertTrue(readme.contains(Catalogue.markdownTable), "README lacks the table:\n" + Catalogue.markdownTable)
+    }
+}

@@ -33,7 +33,8 @@ extension Diagnosis {
     ///           | "state_description_mismatch" | "enumerated_shapes_with_state"
     ///           | "range_lower_bound_zero" | "flexible_constraint_mismatch"
     ///           | "binding_out_of_range" | "sequence_fixed" | "fp16_square_in_norm"
-    ///           | "fp16_constant_out_of_range" | "fp16_log_softmax"
+    ///           | "fp16_constant_out_of_range" | "fp16_log_softmax" | "shape_unknown"
+    ///           | <every code of `Catalogue.patterns`>
     ///           | "fp16_overflow" | "s1_mismatch",   // the last two: runtime checks (see "runs")
     ///     "function": "main" | null,
     ///     "op": {"name": "…", "type": "slice_update", "index": 123} | null,  // index: position in the body
