@@ -47,24 +47,24 @@ enum OptimizeCommand: Command {
         }
         let input = args.positionals[0]
         guard let output = args.value("o") else {
-            throw UsageError(message: "missing -o <out.mlpackage>", helpCommand: "forge-ir optimize")
+            throw UsageError(message: "missing -o <out.mlpackage>")
         }
         guard output.hasSuffix(".mlpackage") || output.hasSuffix(".mlpackage/") else {
-            throw UsageError(message: "-o \(output): the result is an ML Program package; name it <name>.mlpackage", helpCommand: "forge-ir optimize")
+            throw UsageError(message: "-o \(output): the result is an ML Program package; name it <name>.mlpackage")
         }
         var listed: [Pass.Type] = []
         if let list = args.value("passes") {
             do {
                 listed = try PassRegistry.passes(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
             } catch {
-                throw UsageError(message: "\(error)", helpCommand: "forge-ir optimize")
+                throw UsageError(message: "\(error)")
             }
         }
         let fix = args.flag("fix")
         var pipeline: [Pass.Type] = []
         let pipelineName = args.value("pipeline") ?? (fix ? "cleanup" : args.value("passes") != nil ? "empty" : "default")
         guard let p = Pipelines.pipeline(named: pipelineName) else {
-            throw UsageError(message: "unknown pipeline '\(pipelineName)' (pipelines: \(Pipelines.names.joined(separator: ", ")))", helpCommand: "forge-ir optimize")
+            throw UsageError(message: "unknown pipeline '\(pipelineName)' (pipelines: \(Pipelines.names.joined(separator: ", ")))")
         }
         pipeline = p
         let model = try ModelLoader.load(path: input)

@@ -2,15 +2,15 @@ import Foundation
 import GraphIR
 import Interpreter
 @testable import Passes
-import StateOps
+import TestSupport
 import XCTest
 
 /// The catalogue of known failure patterns: one fixture per pattern (tools/make_diag_fixtures.py,
 /// `CATALOGUE_EXPECTED`) reports exactly its finding; each fix pass clears it and computes what
 /// the numpy / torch reference recorded next to the fixture (`<name>.refs.npz`) says.
 final class CatalogueTests: XCTestCase {
-    func load(_ name: String) throws -> Model { try ModelLoader.load(path: PassFixtures.path("diag/\(name).mlpackage")) }
-    func refs(_ name: String) throws -> [String: Tensor] { try NPZ.read(path: PassFixtures.path("diag/\(name).refs.npz")) }
+    func load(_ name: String) throws -> Model { try ModelLoader.load(path: Fixtures.path("diag/\(name).mlpackage")) }
+    func refs(_ name: String) throws -> [String: Tensor] { try NPZ.read(path: Fixtures.path("diag/\(name).refs.npz")) }
 
     /// Catalogue codes found, without the state-width note unless `keep` names it.
     func catalogueCodes(_ d: Diagnosis, keep: String = "") -> [String] {
@@ -68,10 +68,10 @@ final class CatalogueTests: XCTestCase {
     func testCleanFixturesReportNoCataloguePattern() throws {
         let seed: Set<String> = ["state_range_int_input", "state_mixed_flexibility"]
         for name in ["tiny_llama_fp16", "tiny_llama_int8", "smollm2_twin_int8", "multifunction", "enumerated_shapes", "mixed_dtypes"] {
-            let d = Diagnoser.diagnose(try ModelLoader.load(path: PassFixtures.path("\(name).mlpackage")))
+            let d = Diagnoser.diagnose(try ModelLoader.load(path: Fixtures.path("\(name).mlpackage")))
             XCTAssertEqual(catalogueCodes(d).filter { !seed.contains($0) }, [], "\(name): \(d.text(modelPath: name))")
         }
-        let seedFindings = Diagnoser.diagnose(try ModelLoader.load(path: PassFixtures.path("tiny_llama_int8.mlpackage"))).findings
+        let seedFindings = Diagnoser.diagnose(try ModelLoader.load(path: Fixtures.path("tiny_llama_int8.mlpackage"))).findings
         XCTAssertEqual(Set(seedFindings.map(\.code)).intersection(seed), seed)
         XCTAssertTrue(seedFindings.filter { seed.contains($0.code) }.allSatisfy { $0.fixPass == "specialize_sequence" })
     }
@@ -184,7 +184,7 @@ final class CatalogueTests: XCTestCase {
 extension CatalogueTests {
     /// The README's catalogue table is `Catalogue.markdownTable`.
     func testREADMEHasTheCatalogueTable() throws {
-        let readme = try String(contentsOfFile: PassFixtures.path("../README.md"), encoding: .utf8)
+        let readme = try String(contentsOfFile: Fixtures.path("../README.md"), encoding: .utf8)
         XCTAssertTrue(readme.contains(Catalogue.markdownTable), "README lacks the table:\n" + Catalogue.markdownTable)
     }
 }

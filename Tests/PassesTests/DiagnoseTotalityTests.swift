@@ -1,6 +1,7 @@
 import Foundation
 import GraphIR
 @testable import Passes
+import TestSupport
 import XCTest
 
 /// `diagnose` never traps: on every committed model, and on every shape rule fed operands of
@@ -8,7 +9,7 @@ import XCTest
 final class DiagnoseTotalityTests: XCTestCase {
     /// Every `.mlpackage` / `.mlmodel` under models-ir/ (models-ir/large/ excluded).
     static func allModels() -> [String] {
-        let root = PassFixtures.path("")
+        let root = Fixtures.path("")
         var out: [String] = []
         guard let e = FileManager.default.enumerator(atPath: root) else { return [] }
         while let rel = e.nextObject() as? String {
@@ -24,7 +25,7 @@ final class DiagnoseTotalityTests: XCTestCase {
         var diagnosed = 0
         for rel in models {
             // Deliberately broken files are refused by the loader with a typed error.
-            guard let model = try? ModelLoader.load(path: PassFixtures.path(rel)) else { continue }
+            guard let model = try? ModelLoader.load(path: Fixtures.path(rel)) else { continue }
             for seq in [nil, [1, 2, 7, 64, 4096]] as [[Int]?] {
                 let d = Diagnoser.diagnose(model, options: DiagnoseOptions(seq: seq))
                 XCTAssertEqual(d.functions.count, model.program.functions.count, rel)
@@ -41,7 +42,7 @@ final class DiagnoseTotalityTests: XCTestCase {
     /// [layer, :, :kv_heads, past:END, :]. Its `concat` of scalar shape entries trapped in the
     /// concat rule (SIGILL); now the writes are found and nothing is left unevaluated.
     func testAppleRecipePackageDiagnoses() throws {
-        let model = try ModelLoader.load(path: PassFixtures.path("diag/apple_recipe_llama.mlpackage"))
+        let model = try ModelLoader.load(path: Fixtures.path("diag/apple_recipe_llama.mlpackage"))
         let d = Diagnoser.diagnose(model)
         let writes = d.findings.filter { $0.code == "state_write_runtime_end" }
         XCTAssertEqual(writes.count, 4, d.text(modelPath: "apple_recipe_llama"))
@@ -121,7 +122,7 @@ final class DiagnoseTotalityTests: XCTestCase {
     func testEveryShapeRuleIsTotal() {
         let kinds = Kind.allCases
         var runs = 0
-        for opType in ShapeRules.table.keys.sorted() {
+        for opType in OpRegistry.allOps where OpRegistry.schema(opType)?.hasShapeRule ?? false {
             for shift in 0..<kinds.count {
                 infer(opType) { kinds[($0 + shift) % kinds.count] }
                 infer(opType) { kinds[($0 * 3 + shift) % kinds.count] }

@@ -138,14 +138,14 @@ enum PatternChecks {
     /// Rows of the table a gather picks from (x.shape[axis]).
     static func tableRows(_ g: Op) -> Int? {
         guard let xt = g.operand("x")?.type.tensorType, xt.rank > 0 else { return nil }
-        var axis = g.operand("axis").flatMap(ContextHelpers.constValue)?.ints()?.first ?? 0
+        var axis = g.operand("axis")?.constValue?.ints()?.first ?? 0
         if axis < 0 { axis += xt.rank }
         guard axis >= 0, axis < xt.rank else { return nil }
         return xt.shape[axis].fixedValue
     }
 
     static func narrowingCast(_ op: Op, _ f: Function, _ idx: OpIndex, _ uses: UseMap) -> [Finding] {
-        guard let dtName = op.operand("dtype").flatMap(ContextHelpers.constValue)?.stringValue,
+        guard let dtName = op.operand("dtype")?.constValue?.stringValue,
               let dt = DType(rawValue: dtName), let limit = narrow[dt],
               let x = op.operand("x")?.value, let xt = x.type.tensorType, xt.dtype == .int32 || xt.dtype == .int64,
               let out = op.outputs.first else { return [] }

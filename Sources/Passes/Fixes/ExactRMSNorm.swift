@@ -23,7 +23,7 @@ struct CoremltoolsRMSNorm {
         guard op.type == "add" else { return nil }
         for (meanName, epsName) in [("x", "y"), ("y", "x")] {
             guard let ms = op.operand(meanName)?.value, let mean = ms.producer, mean.type == "reduce_mean",
-                  let epsOperand = op.operand(epsName), let c = ContextHelpers.constValue(epsOperand), let e = c.doubles(), e.count == 1,
+                  let epsOperand = op.operand(epsName), let c = epsOperand.constValue, let e = c.doubles(), e.count == 1,
                   let sqv = mean.operand("x")?.value, let sq = sqv.producer, NumericChecks.isSquare(sq),
                   let xs = sq.operand("x")?.value, NumericChecks.isScaledByRowMax(xs),
                   let div = xs.producer, let x = div.operand("x")?.value, let m = div.operand("y")?.value,

@@ -26,7 +26,7 @@ public struct LogSoftmaxStable: FunctionPass {
         for op in logs {
             guard let p = op.operand("x")?.value, let sm = p.producer, sm.type == "softmax",
                   let z = sm.operand("x")?.value, let zt = z.type.tensorType, let out = op.outputs.first else { continue }
-            let axis = sm.operand("axis").flatMap(ContextHelpers.constValue)?.ints()?.first ?? -1
+            let axis = sm.operand("axis")?.constValue?.ints()?.first ?? -1
             var reduced = zt
             if let r = zt.rank as Int?, r > 0 {
                 let a = axis < 0 ? axis + r : axis

@@ -31,7 +31,7 @@ public struct PadSliceUpdate: FunctionPass {
             let missing = r - nb
             let dims = xt.shape.suffix(missing).map { Int32($0.fixedValue ?? 0) }
             func padded(_ v: Value, _ tail: [Int32], _ base: String) -> Value {
-                if let c = ContextHelpers.constValue(.value(v)), let ints = c.ints() {
+                if let c = Operand.value(v).constValue, let ints = c.ints() {
                     return make.ints(base, ints.map { Int32($0) } + tail)
                 }
                 let t = make.ints("\(base)_tail", tail)
@@ -54,13 +54,13 @@ public struct PadSliceUpdate: FunctionPass {
                     if name == "end_mask" { op.setInput(name, .value(make.bools("\(op.name)_\(name)", Array(repeating: false, count: nb) + Array(repeating: true, count: missing)))) }
                     return
                 }
-                let old = ContextHelpers.constValue(o)?.doubles()?.map { $0 != 0 } ?? Array(repeating: false, count: nb)
+                let old = o.constValue?.doubles()?.map { $0 != 0 } ?? Array(repeating: false, count: nb)
                 op.setInput(name, .value(make.bools("\(op.name)_\(name)", Array(old.prefix(nb)) + Array(repeating: fill, count: missing))))
             }
             padBools("begin_mask", false)
             padBools("end_mask", true)
             padBools("squeeze_mask", false)
-            if let s = op.operand("stride"), let old = ContextHelpers.constValue(s)?.ints() {
+            if let s = op.operand("stride"), let old = s.constValue?.ints() {
                 op.setInput("stride", .value(make.ints("\(op.name)_stride", old.prefix(nb).map { Int32($0) } + Array(repeating: 1, count: missing))))
             }
             make.flush(before: op)

@@ -9,7 +9,7 @@ import Interpreter
 enum Rank0ExpandDims {
     static let binaryOps: Set<String> = ["add", "sub", "mul", "real_div", "floor_div"]
 
-    static func isConst(_ o: Operand?) -> Bool { o.flatMap(ContextHelpers.constValue) != nil }
+    static func isConst(_ o: Operand?) -> Bool { o?.constValue != nil }
 
     static func tupleUsers(_ op: Op, uses: UseMap) -> [Op] {
         guard let out = op.outputs.first else { return [] }
@@ -29,7 +29,7 @@ enum Rank0ExpandDims {
               x.type.tensorType?.rank == 0, y.type.tensorType?.rank == 0,
               isConst(x) != isConst(y), !uses.isReturned(out) else { return false }
         let e = expandUsers(op, uses: uses)
-        guard e.count == 1, e[0].operand("axes").flatMap(ContextHelpers.constValue)?.ints() == [0] else { return false }
+        guard e.count == 1, e[0].operand("axes")?.constValue?.ints() == [0] else { return false }
         return !tupleUsers(op, uses: uses).isEmpty
     }
 }
@@ -66,7 +66,7 @@ public struct SplitRank0ExpandDims: FunctionPass {
             var inputs: [(String, Value)] = []
             for name in ["x", "y"] {
                 guard let o = op.operand(name) else { continue }
-                if let c = ContextHelpers.constValue(o) {
+                if let c = o.constValue {
                     guard let t = try? ConstConversion.tensor(c), let one = ConstEncoding.constValue(Tensor(dtype: t.dtype, shape: [1], data: t.data), type: TensorType(t.dtype, fixed: [1])) else { continue }
                     inputs.append((name, make.const("\(op.name)_\(name)_1d", one)))
                 } else if let v = o.value, let vt = v.type.tensorType {

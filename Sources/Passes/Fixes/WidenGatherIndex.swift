@@ -24,7 +24,7 @@ public struct WidenGatherIndex: FunctionPass {
         function.body.walk { if $0.type == "gather" { gathers.append($0) } }
         for g in gathers {
             guard let ind = g.operand("indices")?.value, let cast = ind.producer, cast.type == "cast",
-                  let dtName = cast.operand("dtype").flatMap(ContextHelpers.constValue)?.stringValue,
+                  let dtName = cast.operand("dtype")?.constValue?.stringValue,
                   let dt = DType(rawValue: dtName), let limit = PatternChecks.narrow[dt],
                   let x = cast.operand("x")?.value, let xt = x.type.tensorType, xt.dtype == .int32,
                   let rows = PatternChecks.tableRows(g), rows > limit + 1 else { continue }

@@ -189,7 +189,7 @@ public final class ShapeInference {
             var ctx = OpContext(op: op, state: state, index: myIndex)
             var outTypes: [SymType]
             // A rule reads `outputs[0]` of every op but write_state; a malformed op keeps its declared types.
-            if let rule = ShapeRules.table[op.type], !op.outputs.isEmpty || op.type == "write_state" {
+            if let rule = OpRegistry.schema(op.type)?.shapeRule, !op.outputs.isEmpty || op.type == "write_state" {
                 do {
                     outTypes = try rule(&ctx)
                 } catch let f as RuleFailure {
