@@ -19,6 +19,7 @@ public enum PassRegistry {
         LogSoftmaxStable.self,
         PadSliceUpdate.self,
         SplitRank0ExpandDims.self,
+        SpecializeSequence.self,
     ]
 
     public static func pass(named name: String) -> Pass.Type? {

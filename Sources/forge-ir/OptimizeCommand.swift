@@ -18,6 +18,7 @@ enum OptimizeCommand: Command {
             .option("pipeline", value: "name", "default | cleanup | empty (default: default; after --passes: none; after --fix: cleanup)."),
             .option("passes", value: "a,b,c", "Run these passes, in order (before --pipeline when both are given)."),
             .flag("fix", "Apply every fix pass diagnose proposes for this model, then the cleanup pipeline; print what was fixed."),
+            .option("pass-option", value: "pass.key=value", "An option of a pass, e.g. specialize_sequence.sizes=1,16,64 (repeatable)."),
             .flag("list-passes", "List every pass and pipeline, then exit (no model needed).", standalone: true),
             .flag("print-ir-after-all", "Print the MIL after every pass (stderr)."),
             .flag("print-ir-after-change", "Print the MIL after every pass that changed it (stderr)."),
@@ -67,6 +68,12 @@ enum OptimizeCommand: Command {
             throw UsageError(message: "unknown pipeline '\(pipelineName)' (pipelines: \(Pipelines.names.joined(separator: ", ")))")
         }
         pipeline = p
+        for o in args.values(of: "pass-option") {
+            guard let eq = o.firstIndex(of: "="), o[..<eq].contains("."), PassRegistry.pass(named: String(o[..<eq].split(separator: ".")[0])) != nil else {
+                throw UsageError(message: "--pass-option takes <pass>.<key>=<value> of a known pass, got '\(o)'")
+            }
+            PassOptions.values[String(o[..<eq])] = String(o[o.index(after: eq)...])
+        }
         let model = try ModelLoader.load(path: input)
         var fixes: [Pass.Type] = []
         var fixedFor: [String: [String]] = [:]   // pass -> finding codes

@@ -71,10 +71,17 @@ extension CLITests {
         XCTAssertTrue(r.stdout.contains("dead_code_elimination: ops removed"), r.stdout)   // cleanup ran
         let d = try run(["diagnose", out, "--json"])
         XCTAssertEqual(d.status, 0, d.stdout)
-        // Planned passes are named, not run.
+        // The seed contract: writes lowered, norms made fp16-safe, S specialised (1 and 64 clamped to
+        // RangeDim(1..64)): two static functions, nothing above a note left.
         let seed = try run(["optimize", "models-ir/tiny_llama_dynamic_end.mlpackage", "-o", dir + "/seed.mlpackage", "--fix"])
         XCTAssertEqual(seed.status, 0, seed.stderr)
-        XCTAssertTrue(seed.stdout.contains("not fixed (pass not available yet): state_mixed_flexibility (specialize_sequence), state_range_int_input (specialize_sequence)"), seed.stdout)
+        XCTAssertTrue(seed.stdout.contains("  specialize_sequence: 2 findings (state_mixed_flexibility, state_range_int_input) — flexible functions specialised 1, functions written 2"), seed.stdout)
+        XCTAssertTrue(seed.stdout.contains("after: 0 errors, 0 warnings"), seed.stdout)
+        let dump = try run(["dump", dir + "/seed.mlpackage"])
+        XCTAssertTrue(dump.stdout.contains("functions: main_s1, main_s64 (default: main_s1)"), dump.stdout)
+        XCTAssertFalse(dump.stdout.contains("RangeDim"), dump.stdout)
+        let bad = try run(["optimize", "models-ir/tiny_inline.mlmodel", "-o", dir + "/e.mlpackage", "--pass-option", "nope.sizes=1"])
+        XCTAssertEqual(bad.status, 64)
     }
 
     func testOptimizePassesAndPipelineCombine() throws {

@@ -167,7 +167,7 @@ public enum Diagnoser {
     /// The flexible dimension `--seq` sets: the one `input_ids` (or `tokens`) carries, else
     /// the only one.
     static func sequenceSymbol(_ inference: ShapeInference) -> String? {
-        for c in inference.symbols where c.members.contains(where: { ["input_ids", "tokens", "input_tokens", "ids"].contains($0.input) }) {
+        for c in inference.symbols where c.members.contains(where: { ["input_ids", "inputIds", "tokens", "input_tokens", "ids"].contains($0.input) }) {
             return c.name
         }
         return inference.symbols.count == 1 ? inference.symbols[0].name : nil
@@ -175,7 +175,7 @@ public enum Diagnoser {
 
     /// A token input whose sequence axis is fixed (the decode function of a multifunction model).
     static func fixedSequence(_ f: Function) -> (input: String, size: Int, shape: String)? {
-        for v in f.inputs where ["input_ids", "tokens", "input_tokens", "ids"].contains(v.name) {
+        for v in f.inputs where ["input_ids", "inputIds", "tokens", "input_tokens", "ids"].contains(v.name) {
             if let t = v.type.tensorType, t.rank == 2, let s = t.shape[1].fixedValue { return (v.name, s, t.description) }
         }
         return nil
