@@ -11,7 +11,7 @@ enum GenerateCommand: Command {
     static let spec = CommandSpec(
         name: "generate",
         summary: "Generate text with a stateful LLM package through its own input contract.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
         options: [
             .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer (byte-level BPE)."),
             .option("prompt", value: "text", "Raw prompt text (no template)."),

@@ -9,7 +9,7 @@ enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
         summary: "Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
             CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),

@@ -15,6 +15,7 @@ let commands: [Command.Type] = [
     DiagnoseCommand.self,
     GenerateCommand.self,
     BenchCommand.self,
+    CompletionCommand.self,
 ]
 
 let version = "0.1.0"
@@ -24,7 +25,7 @@ Memory.tuneMalloc()
 
 func topLevelHelp() -> String {
     var out = """
-    OVERVIEW: forge-ir — inspect Core ML ML Program models (.mlpackage, .mlmodel) on Linux.
+    OVERVIEW: forge-ir — inspect Core ML ML Program models (.mlpackage, .mlmodelc, .mlmodel) on Linux.
 
     USAGE: forge-ir <verb> [<arguments>] [<options>]
            forge-ir <verb> --help
@@ -97,6 +98,10 @@ func main(_ argv: [String]) -> Int32 {
         return try command.run(args)
     } catch let e as UsageError {
         return usageFailure(e, verb: verb)
+    } catch let e as MILTextError {
+        // One error line, then the source excerpt with a caret under the column.
+        Console.err("\(ArgumentParser.toolName): error: \(e.headline)\n\(e.caretLines)\n")
+        return ExitCode.failure
     } catch {
         Console.err("\(ArgumentParser.toolName): error: \(oneLine(error))\n")
         return ExitCode.failure
