@@ -7,14 +7,14 @@ import XCTest
 /// `diagnose` never traps: on every committed model, and on every shape rule fed operands of
 /// odd ranks, negative / huge constants and symbolic sizes.
 final class DiagnoseTotalityTests: XCTestCase {
-    /// Every `.mlpackage` / `.mlmodel` under models-ir/ (models-ir/large/ excluded).
+    /// Every `.mlpackage` / `.mlmodel` / compiled `.mlmodelc` / `.mil` under models-ir/ (models-ir/large/ excluded).
     static func allModels() -> [String] {
         let root = Fixtures.path("")
         var out: [String] = []
         guard let e = FileManager.default.enumerator(atPath: root) else { return [] }
         while let rel = e.nextObject() as? String {
             if rel.hasPrefix("large") { e.skipDescendants(); continue }
-            if rel.hasSuffix(".mlpackage") { out.append(rel); e.skipDescendants() } else if rel.hasSuffix(".mlmodel") { out.append(rel) }
+            if rel.hasSuffix(".mlpackage") || rel.hasSuffix(".mlmodelc") { out.append(rel); e.skipDescendants() } else if rel.hasSuffix(".mlmodel") || rel.hasSuffix(".mil") { out.append(rel) }
         }
         return out.sorted()
     }
