@@ -1,8 +1,9 @@
 // swift-tools-version:6.0
-// libFuzzer targets for forge-ir's parsers of untrusted input, one executable per fuzzer
-// (the layout of swift-protobuf's FuzzTesting/). Build and run with scripts/fuzz.sh:
+// libFuzzer targets for forge-ir, laid out like swift-protobuf's FuzzTesting/: a separate
+// package depending on the parent by path, one executable target per fuzzer. Build with
 //   swift build -c release -Xswiftc -sanitize=fuzzer,address --package-path FuzzTesting
-//   FuzzTesting/.build/release/FuzzMILText CORPUS_DIR -max_total_time=60
+// (or `bash scripts/fuzz.sh TARGET SECONDS`). Each main.swift defines
+// `LLVMFuzzerTestOneInput` for libFuzzer.
 import PackageDescription
 
 let package = Package(
@@ -16,6 +17,25 @@ let package = Package(
         .executableTarget(
             name: "FuzzMILText",
             dependencies: [.product(name: "GraphIR", package: "forge-ir")]
+        ),
+        // A .mlmodel protobuf plus a weight file: ModelLoader (wire-format scan, protobuf-c,
+        // decoder, blob records) and the verifier.
+        .executableTarget(
+            name: "FuzzModelLoader",
+            dependencies: [.product(name: "GraphIR", package: "forge-ir")]
+        ),
+        // The .npy / .npz reader (zip directory, zip64 extras, inflate, npy header).
+        .executableTarget(
+            name: "FuzzNPY",
+            dependencies: [.product(name: "Interpreter", package: "forge-ir")]
+        ),
+        // Load + verify + run a tiny model whose constants the fuzzer mutates.
+        .executableTarget(
+            name: "FuzzRun",
+            dependencies: [
+                .product(name: "GraphIR", package: "forge-ir"),
+                .product(name: "Interpreter", package: "forge-ir"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v5]

@@ -23,6 +23,11 @@ public enum ModelLoader {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
             throw ModelError.fileNotFound(path: path)
         }
+        if !isDir.boolValue {
+            do { try SafeFile.requireRegular(path) } catch let f as SafeFile.Failure {
+                throw ModelError.unsupportedFormat(path: path, reason: "the model \(f.reason)")
+            }
+        }
         let specPath: String
         if isDir.boolValue {
             if FileManager.default.fileExists(atPath: path + "/Manifest.json") {
@@ -50,8 +55,9 @@ public enum ModelLoader {
     /// The `model.mlmodel` path named by a package's `Manifest.json`.
     static func rootSpecPath(package: String) throws -> String {
         let manifestPath = package + "/Manifest.json"
-        guard let data = FileManager.default.contents(atPath: manifestPath) else {
-            throw ModelError.badManifest(path: manifestPath, reason: "cannot read it")
+        let data: Data
+        do { data = try SafeFile.read(manifestPath, limit: 16 << 20) } catch let f as SafeFile.Failure {
+            throw ModelError.badManifest(path: manifestPath, reason: f.reason)
         }
         guard let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw ModelError.badManifest(path: manifestPath, reason: "not a JSON object")
@@ -64,7 +70,7 @@ public enum ModelLoader {
               let rel = entry["path"] as? String else {
             throw ModelError.badManifest(path: manifestPath, reason: "itemInfoEntries has no path for root model '\(root)'")
         }
-        guard !rel.split(separator: "/").contains("..") else {
+        guard !rel.split(separator: "/").contains(".."), !rel.hasPrefix("/") else {
             throw ModelError.badManifest(path: manifestPath, reason: "root model path '\(rel)' leaves the package")
         }
         let spec = package + "/Data/" + rel
@@ -77,17 +83,20 @@ public enum ModelLoader {
 
     /// Decodes one `model.mlmodel` protobuf file.
     static func loadSpec(specPath: String) throws -> Model {
-        guard let handle = FileHandle(forReadingAtPath: specPath) else { throw ModelError.fileNotFound(path: specPath) }
-        defer { try? handle.close() }
-        let size = (try? handle.seekToEnd()).map(Int.init) ?? 0
-        guard size <= maxSpecBytes else {
-            throw ModelError.unsupportedFormat(path: specPath, reason: "specification is \(size) bytes, more than the \(maxSpecBytes)-byte limit")
+        let data: Data
+        do {
+            data = try SafeFile.read(specPath, limit: min(maxSpecBytes, MemoryBudget.limit))
+        } catch let f as SafeFile.Failure {
+            if case .missing = f { throw ModelError.fileNotFound(path: specPath) }
+            throw ModelError.unsupportedFormat(path: specPath, reason: "the model specification \(f.reason)")
         }
-        try? handle.seek(toOffset: 0)
-        let data = (try? handle.readToEnd()) ?? Data()
         guard !data.isEmpty else { throw ModelError.malformedProtobuf(path: specPath) }
         let modelDir = (specPath as NSString).deletingLastPathComponent
         return try data.withUnsafeBytes { raw -> Model in
+            // protobuf-c recurses per nested message: bound the nesting before it unpacks.
+            guard !WireScan.exceedsDepth(raw) else {
+                throw ModelError.nestingTooDeep(path: specPath, limit: WireScan.maxDepth)
+            }
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self),
                   let msg = core_ml__specification__model__unpack(nil, raw.count, base) else {
                 throw ModelError.malformedProtobuf(path: specPath)

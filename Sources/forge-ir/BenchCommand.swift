@@ -29,6 +29,7 @@ enum BenchCommand: Command {
             CommonOptions.threads,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Each repetition starts from fresh (zeroed) states: the prefill of P random token ids

@@ -29,6 +29,7 @@ enum DiagnoseCommand: Command {
             CommonOptions.threads,
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
             .flag("json", "Machine-readable findings (schema in the README)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Shapes are inferred without running kernels: each flexible input dimension becomes a

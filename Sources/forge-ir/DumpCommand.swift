@@ -11,6 +11,7 @@ enum DumpCommand: Command {
             .flag("summary", "Op counts, parameters per dtype and state bytes instead of MIL text."),
             .flag("json", "Machine-readable description (with --summary: plus a \"summary\" object)."),
             .flag("mil", "Only the MIL text, nothing elided: the model.mil of a compiled model (read back by .mlmodelc loading)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         The MIL text follows the syntax of a compiled model's model.mil (so the two can be

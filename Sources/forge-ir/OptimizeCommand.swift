@@ -24,6 +24,8 @@ enum OptimizeCommand: Command {
             .flag("print-ir-after-change", "Print the MIL after every pass that changed it (stderr)."),
             .flag("time-passes", "Print how long each pass took (stderr)."),
             .flag("json", "Print op counts before/after and per-pass statistics as JSON."),
+            .flag("force", "Replace -o even when it is not a package forge-ir recognises (a folder of other files)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Prints a table of op counts before and after, like onnx-simplifier. The verifier runs
@@ -32,6 +34,9 @@ enum OptimizeCommand: Command {
         (e.g. lower_slice_update, widen_gather_index, exact_rms_norm), then --passes, then the
         pipeline (cleanup unless --pipeline says otherwise), and lists the findings fixed and
         those left.
+        An existing -o is replaced only when it is an .mlpackage forge-ir recognises (nothing
+        but Manifest.json and the items it lists); anything else needs --force. Temporary
+        folders left by a killed run (<out>.tmp-*, <out>.old-*) are cleaned up by the next one.
         """
     )
 
@@ -96,7 +101,8 @@ enum OptimizeCommand: Command {
         let manager = PassManager(passes: passes, options: options)
         manager.log = { Console.err($0) }
         try manager.run(on: model)
-        try ModelWriter.writePackage(model, to: output)
+        let replaced = try ModelWriter.writePackage(model, to: output, options: .init(force: args.flag("force")))
+        if replaced { Console.err("replaced the existing package \(output)\n") }
         let after = opCounts(model)
         if args.flag("json") {
             var stats: [JSONValue] = []
