@@ -18,13 +18,14 @@ enum BenchCommand: Command {
     static let spec = CommandSpec(
         name: "bench",
         summary: "Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage of an LLM (its generation contract is detected; see dump --summary).")],
         options: [
             .option("p", value: "n", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test)."),
             .option("n", value: "n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test)."),
             .option("r", value: "n", "Repetitions after the warm-up (default 3)."),
             .option("precision", value: "fp32|fp16", "Numerics (default fp32: Core ML CPU)."),
-            .option("function", value: "name", "Function to drive (default: the model's default)."),
+            .option("function", value: "name", "Function to drive (default: the detected contract's)."),
+            ContractOption.option,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),
         ],
@@ -77,11 +78,7 @@ enum BenchCommand: Command {
 
         let t0 = DispatchTime.now().uptimeNanoseconds
         let model = try ModelLoader.load(path: path)
-        let session = try Session(model: model, function: args.value("function"), precision: precision)
-        let generator = try Generator(session: session)
-        for extra in generator.contract.extraInputs {
-            throw InterpreterError.unsupported("function '\(session.function.name)' also takes input '\(extra.name)' (\(extra.type)); bind it with forge-ir's library API (Generator.boundInputs)")
-        }
+        let generator = try ContractOption.generator(args, model: model, precision: precision)
         let loadSeconds = seconds(since: t0)
         let ctx = generator.contract.contextLength
         if p > ctx {
@@ -92,7 +89,7 @@ enum BenchCommand: Command {
         }
 
         // Random ids below the vocabulary size (from the logits type, else from one probe call).
-        var vocab = generator.contract.vocabularySize(in: session.function)
+        var vocab = generator.contract.vocabularySize(in: model)
         if vocab == nil {
             generator.reset()
             vocab = try generator.prefill([0]).count

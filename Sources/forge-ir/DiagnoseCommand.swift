@@ -24,6 +24,7 @@ enum DiagnoseCommand: Command {
             .option("inputs", value: "file.npz", "Inputs of that run (one call, zeroed states); default for stateful LLMs: generated."),
             .option("prompt-ids", value: "1,2,3", "Token ids of the generated LLM calls (default: 16 random ids, seed 0, or fewer if the model takes fewer)."),
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
+            ContractOption.option,
             .flag("json", "Machine-readable findings (schema in the README)."),
         ],
         discussion: """
@@ -31,8 +32,8 @@ enum DiagnoseCommand: Command {
         symbol (dimensions the graph forces equal share one), then the function is evaluated
         at each size and the first op whose shapes are invalid is reported.
         --precision fp16 and --dynamic run the interpreter: on --inputs, or, for a function with
-        the stateful LLM contract (input_ids, causal_mask, position_ids, cache_offset, KV states),
-        on generated calls from fresh states (a prefill of N = min(16, widest call) tokens).
+        a generation contract (detected, see dump --summary, or --contract FILE.json), on
+        generated calls from fresh states (a prefill of N = min(16, widest call) tokens).
         Exit status: 0 when no error-severity finding, 1 otherwise.
         """
     )
@@ -68,6 +69,7 @@ enum DiagnoseCommand: Command {
             request.fp16 = precision == .fp16
         }
         request.dynamic = args.flag("dynamic")
+        if args.value("contract") != nil { request.contract = try ContractOption.contract(args, model: model) }
         if let ids = args.value("prompt-ids") {
             var values: [Int32] = []
             for part in ids.split(separator: ",") {

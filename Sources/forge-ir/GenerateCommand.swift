@@ -10,7 +10,7 @@ enum GenerateCommand: Command {
     static let spec = CommandSpec(
         name: "generate",
         summary: "Generate text with a stateful LLM package through its own input contract.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage of an LLM (its generation contract is detected; see dump --summary).")],
         options: [
             .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer (byte-level BPE)."),
             .option("prompt", value: "text", "Raw prompt text (no template)."),
@@ -26,7 +26,8 @@ enum GenerateCommand: Command {
             .option("seed", value: "n", "Random seed for sampling (default 0)."),
             .option("stop-ids", value: "1,2", "Extra token ids that stop generation."),
             .option("prefill-chunk", value: "n", "Largest prefill call (1 = token by token; default: the graph's widest)."),
-            .option("function", value: "name", "Function to drive (default: the model's default)."),
+            .option("function", value: "name", "Function to drive (default: the detected contract's; a prefill/decode pair drives both)."),
+            ContractOption.option,
             .option("precision", value: "fp32|fp16", "Numerics (default fp32: Core ML CPU)."),
             .flag("json", "Print prompt_ids, token_ids, text, tokens/s and peak memory as JSON."),
             .flag("profile", "Print time per op type (stderr)."),
@@ -104,15 +105,11 @@ enum GenerateCommand: Command {
         if let text { stop.formUnion(text.defaultStopIDs) }
 
         let model = try ModelLoader.load(path: path)
-        let session = try Session(model: model, function: args.value("function"), precision: precision)
-        let generator = try Generator(session: session)
-        if args.flag("profile") { session.plan.profile = [:] }
+        let generator = try ContractOption.generator(args, model: model, precision: precision)
+        if args.flag("profile") { for s in generator.sessions { s.plan.profile = [:] } }
         if let chunk = args.value("prefill-chunk") {
             guard let n = Int(chunk), n >= 1 else { throw UsageError(message: "--prefill-chunk takes a number ≥ 1", helpCommand: "forge-ir generate") }
             generator.prefillChunk = n
-        }
-        for extra in generator.contract.extraInputs {
-            throw InterpreterError.unsupported("function '\(session.function.name)' also takes input '\(extra.name)' (\(extra.type)); bind it with forge-ir's library API (Generator.boundInputs)")
         }
         let json = args.flag("json")
         var stream = text?.streamingDecoder()
@@ -147,7 +144,12 @@ enum GenerateCommand: Command {
             Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
         }
         Console.err(summary + "\n")
-        if args.flag("profile") { Console.err(session.plan.profileReport()) }
+        if args.flag("profile") {
+            for s in generator.sessions {
+                if generator.sessions.count > 1 { Console.err("function \(s.function.name):\n") }
+                Console.err(s.plan.profileReport())
+            }
+        }
         return ExitCode.ok
     }
 }

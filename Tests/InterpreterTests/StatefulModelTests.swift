@@ -121,8 +121,8 @@ final class StatefulModelTests: XCTestCase {
 enum LLMInputs {
     static func make(ids: [Int32], offset: Int, ctx: Int) -> [String: Tensor] {
         let model = try! ModelLoader.load(path: StatefulModelTests.modelsDir + "tiny_llama_fp16.mlpackage")
-        let contract = try! LLMContract(function: model.defaultFunction!)
+        let contract = try! GenerationContract.detect(function: model.defaultFunction!)
         precondition(contract.contextLength == ctx)
-        return contract.inputs(ids: ids, position: offset)
+        return try! contract.inputs(ids: ids, position: offset, function: model.defaultFunction!)
     }
 }

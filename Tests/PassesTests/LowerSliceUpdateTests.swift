@@ -68,8 +68,8 @@ enum PassLLMInputs {
     /// The four contract inputs as the generator builds them.
     static func make(ids: [Int32], offset: Int, ctx: Int) -> [String: Tensor] {
         let model = try! ModelLoader.load(path: PassFixtures.path("tiny_llama_fp16.mlpackage"))
-        let contract = try! LLMContract(function: model.defaultFunction!)
+        let contract = try! GenerationContract.detect(function: model.defaultFunction!)
         precondition(contract.contextLength == ctx)
-        return contract.inputs(ids: ids, position: offset)
+        return try! contract.inputs(ids: ids, position: offset, function: model.defaultFunction!)
     }
 }

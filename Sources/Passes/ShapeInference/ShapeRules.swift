@@ -256,7 +256,8 @@ enum ShapeRules {
         r["concat"] = { ctx in
             let ts = try ctx.variadicTensors("values")
             guard let first = ts.first, let s0 = first.shape else { throw Unsupported() }
-            guard let axisRaw = ctx.constInt("axis") else { throw Unsupported() }
+            // Scalars (rank 0) have no axis to join on: no rule (not a crash).
+            guard let axisRaw = ctx.constInt("axis"), !s0.isEmpty else { throw Unsupported() }
             let axis = try ctx.normalizeAxis(axisRaw, rank: s0.count)
             let shapes = try ts.map { t -> [DimExpr] in guard let s = t.shape else { throw Unsupported() }; return s }
             let sh = shapes.enumerated().map { ("values[\($0.offset)]", text($0.element)) }
