@@ -112,7 +112,7 @@ public typealias Kernel = (KernelInvocation) throws -> [RuntimeValue]
 public enum KernelRegistry {
     nonisolated(unsafe) private static var extra: [String: Kernel] = [:]
 
-    /// Adds or replaces a kernel (used by other modules, e.g. StateOps).
+    /// Adds or replaces a kernel (used by other modules).
     public static func register(_ op: String, _ kernel: @escaping Kernel) { extra[op] = kernel }
 
     public static func kernel(for op: String) -> Kernel? { extra[op] ?? builtins[op] }

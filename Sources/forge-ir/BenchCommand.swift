@@ -1,8 +1,9 @@
 import Dispatch
 import Foundation
 import GraphIR
+import Tokenizers
 import Interpreter
-import StateOps
+import Generation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -94,7 +95,7 @@ enum BenchCommand: Command {
             generator.reset()
             vocab = try generator.prefill([0]).count
         }
-        var rng = BenchRNG(seed: 0x5EED_F0A6_E1B3)
+        var rng = SplitMix64(seed: 0x5EED_F0A6_E1B3)
         let ids = (0..<(p + n)).map { _ in Int32(truncatingIfNeeded: rng.next() % UInt64(max(vocab ?? 1, 1))) }
         let prompt = Array(ids[0..<p]), decodeIDs = Array(ids[p...])
 
@@ -237,18 +238,5 @@ enum BenchCommand: Command {
             for r in rows { out += r.indices.map { pad(r[$0], $0) }.joined(separator: "  ") + "\n" }
         }
         return out
-    }
-}
-
-/// A tiny deterministic generator (SplitMix64) for the benchmark's token ids.
-struct BenchRNG {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,6 +1,6 @@
 import GraphIR
 import Interpreter
-import StateOps
+import Generation
 
 /// `--contract FILE.json` (generate, bench, diagnose): the generation contract read from a file
 /// (schema in README "Generation contracts"), else detected from the package.

@@ -2,6 +2,7 @@ import Foundation
 import GraphIR
 import Interpreter
 import Passes
+import Diagnostics
 
 /// `forge-ir diagnose MODEL [--seq 1,16,2048] [--function NAME] [--precision fp16] [--inputs F.npz]
 /// [--prompt-ids 1,2,3] [--dynamic] [--json]`
@@ -57,7 +58,7 @@ enum DiagnoseCommand: Command {
         if let name = args.value("function") {
             guard model.program.function(named: name) != nil else {
                 let names = model.program.functions.map(\.name).joined(separator: ", ")
-                throw DiagnoseCLIError("\(path): no function '\(name)' (functions: \(names))")
+                throw DiagnoseRequestError("\(path): no function '\(name)' (functions: \(names))")
             }
             functions = [name]
         }
@@ -99,9 +100,4 @@ enum DiagnoseCommand: Command {
         }
         return d.errorCount > 0 ? ExitCode.failure : ExitCode.ok
     }
-}
-
-struct DiagnoseCLIError: Error, CustomStringConvertible {
-    var description: String
-    init(_ d: String) { description = d }
 }

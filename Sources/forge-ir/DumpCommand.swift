@@ -1,5 +1,5 @@
 import GraphIR
-import StateOps
+import Generation
 
 /// `forge-ir dump MODEL [--function NAME] [--summary] [--json]`
 enum DumpCommand: Command {

@@ -1,7 +1,8 @@
 import Foundation
 import GraphIR
+import Tokenizers
 import Interpreter
-import StateOps
+import Generation
 
 /// `forge-ir generate MODEL [--tokenizer tokenizer.json] (--prompt TEXT | --chat TEXT | --prompt-ids 1,2,3)
 /// [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]

@@ -1,7 +1,7 @@
 import Foundation
 import GraphIR
 import Interpreter
-import StateOps
+import Generation
 
 /// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
 /// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--json]`

@@ -1,4 +1,4 @@
-import StateOps
+import Tokenizers
 
 /// The tokenizer and chat template as `generate` uses them.
 struct TextCodec {

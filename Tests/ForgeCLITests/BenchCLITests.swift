@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import TestSupport
 import XCTest
 
 /// `forge-ir bench` end to end through the binary, on the committed 2-layer SmolLM2 twin

@@ -1,6 +1,6 @@
 import Foundation
 import GraphIR
-import Interpreter
+
 
 /// The state buffers of one function, living across calls (a KV cache across prefill and
 /// decode). Buffers start zeroed, as Core ML initialises states; they can be reset, and saved
@@ -76,47 +76,5 @@ public final class StateStore {
                 throw InterpreterError.badState(function: functionName, name: name, reason: "\(path): \(e.reason)")
             }
         }
-    }
-}
-
-/// A function ready to run repeatedly on one state store: the unit of stateful inference.
-public final class Session {
-    public let model: Model
-    public let function: Function
-    public let plan: ExecutionPlan
-    public let states: StateStore
-    public let precision: Precision
-
-    /// - Parameter sharing: another function's states to run on (a prefill / decode pair of
-    ///   one package); every state of this function must be there with the same type.
-    /// - Throws: `InterpreterError.unsupportedOps` (every op without a kernel), or a state error.
-    public init(model: Model, function name: String? = nil, precision: Precision = .fp32, sharing: StateStore? = nil) throws {
-        self.model = model
-        self.precision = precision
-        let fname = name ?? model.defaultFunctionName
-        guard let f = model.program.function(named: fname) else {
-            throw InterpreterError.unsupported("no function '\(fname)' (the model has: \(model.program.functions.map(\.name).joined(separator: ", ")))")
-        }
-        function = f
-        plan = try ExecutionPlan(function: f, precision: precision)
-        if let shared = sharing {
-            for v in f.stateInputs {
-                guard let t = v.type.stateWrappedTensor, let b = shared.buffers[v.name],
-                      b.dtype == t.dtype, t.shape.map(\.fixedValue) == b.shape.map(Optional.some) else {
-                    throw InterpreterError.badState(function: fname, name: v.name, reason: "not among the shared states of function '\(shared.functionName)' with the same type")
-                }
-            }
-            states = shared
-        } else {
-            states = try StateStore(function: f)
-        }
-        // Loading freed the parsed protobuf and the loader's scratch: hand those heap pages back
-        // to the OS before the long-running part starts (glibc keeps them otherwise).
-        Memory.releaseFreeMemory()
-    }
-
-    /// Runs the function once; states are updated in place.
-    public func predict(_ inputs: [String: Tensor]) throws -> [String: Tensor] {
-        try plan.run(inputs: inputs, states: states.buffers)
     }
 }

@@ -2,40 +2,42 @@ import Foundation
 import GraphIR
 import Interpreter
 import Passes
-import StateOps
+import Generation
 
 /// The runtime part of `forge-ir diagnose` (`--precision fp16`, `--dynamic`): builds the calls
-/// from `--inputs` or from the generation contract (StateOps' `GenerationContract`, detected
+/// from `--inputs` or from the generation contract (Generation's `GenerationContract`, detected
 /// or `--contract`) and runs `RuntimeChecks`.
-enum DiagnoseRuntime {
-    struct Request {
-        var fp16 = false
-        var dynamic = false
-        var inputs: [String: Tensor]?
-        var inputsPath: String?
-        var promptIDs: [Int32]?
+public enum DiagnoseRuntime {
+    public struct Request {
+        public var fp16 = false
+        public var dynamic = false
+        public var inputs: [String: Tensor]?
+        public var inputsPath: String?
+        public var promptIDs: [Int32]?
         /// `--contract FILE.json`, applied to the functions it drives.
-        var contract: GenerationContract?
-    }
-
-    /// Default prompt length of the generated calls.
-    static let defaultLength = 16
-
-    /// Deterministic token ids in 0..<vocab (SplitMix64).
-    static func randomIDs(_ n: Int, vocab: Int, seed: UInt64 = 0) -> [Int32] {
-        var state = seed
-        return (0..<n).map { _ in
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            z ^= z >> 31
-            return Int32(z % UInt64(max(vocab, 1)))
+        public var contract: GenerationContract?
+        public init(fp16: Bool = false, dynamic: Bool = false, inputs: [String: Tensor]? = nil,
+                    inputsPath: String? = nil, promptIDs: [Int32]? = nil, contract: GenerationContract? = nil) {
+            self.contract = contract
+            self.fp16 = fp16
+            self.dynamic = dynamic
+            self.inputs = inputs
+            self.inputsPath = inputsPath
+            self.promptIDs = promptIDs
         }
     }
 
+    /// Default prompt length of the generated calls.
+    public static let defaultLength = 16
+
+    /// Deterministic token ids in 0..<vocab (SplitMix64).
+    public static func randomIDs(_ n: Int, vocab: Int, seed: UInt64 = 0) -> [Int32] {
+        var g = SplitMix64(seed: seed)
+        return (0..<n).map { _ in Int32(g.next() % UInt64(max(vocab, 1))) }
+    }
+
     /// Runs the requested checks on `functions` of `model` and adds them to `d`.
-    static func run(_ r: Request, model: Model, functions: [String], into d: inout Diagnosis) throws {
+    public static func run(_ r: Request, model: Model, functions: [String], into d: inout Diagnosis) throws {
         for name in functions {
             guard let f = model.program.function(named: name) else { continue }
             let seqSymbol = d.functions.first { $0.name == name }?.sequenceSymbol
@@ -54,7 +56,7 @@ enum DiagnoseRuntime {
             }
             if let c = contract, !c.staticInputs.isEmpty, r.inputs == nil {
                 contract = nil
-                contractError = DiagnoseCLIError("function '\(name)' also takes \(c.staticInputs.map { "'\($0)'" }.joined(separator: ", ")), which diagnose cannot generate")
+                contractError = DiagnoseRequestError("function '\(name)' also takes \(c.staticInputs.map { "'\($0)'" }.joined(separator: ", ")), which diagnose cannot generate")
             }
             var carry: [String: String] = [:]
             if let c = contract, case let .explicit(pairs) = c.kv { for p in pairs { carry[p.output] = p.input } }
@@ -70,7 +72,7 @@ enum DiagnoseRuntime {
                 let vocabulary = f.outputs.first { $0.name == c.logits }?.type.tensorType?.shape.last?.fixedValue
                 if let given = r.promptIDs {
                     if let vocab = vocabulary, let bad = given.first(where: { Int($0) >= vocab }) {
-                        throw DiagnoseCLIError("--prompt-ids: token id \(bad) is outside the vocabulary of function '\(name)' (0..<\(vocab), from its \(c.logits) output)")
+                        throw DiagnoseRequestError("--prompt-ids: token id \(bad) is outside the vocabulary of function '\(name)' (0..<\(vocab), from its \(c.logits) output)")
                     }
                     ids = given
                     idsLabel = "\(given.count) given token id\(given.count == 1 ? "" : "s")"
@@ -91,12 +93,12 @@ enum DiagnoseRuntime {
                     if let s = seqSymbol, let ids = inputs[contract?.tokenIDs ?? "input_ids"] ?? inputs["input_ids"] ?? inputs["tokens"], ids.rank == 2 { b = [s: ids.shape[1]] }
                 } else if let c = contract {
                     guard c.prefill.width.admits(ids.count) else {
-                        throw DiagnoseCLIError("function '\(name)': a call of \(ids.count) tokens does not fit its \(c.tokenIDs) (\(c.prefill.width)); give fewer --prompt-ids")
+                        throw DiagnoseRequestError("function '\(name)': a call of \(ids.count) tokens does not fit its \(c.tokenIDs) (\(c.prefill.width)); give fewer --prompt-ids")
                     }
                     scenario = RuntimeScenario(calls: [try call(c, ids, 0)], label: "prefill of \(idsLabel)")
                     b = binding(ids.count)
                 } else {
-                    throw DiagnoseCLIError("--precision fp16: function '\(name)' needs --inputs F.npz (\(contractError.map { "\($0)" } ?? "no generated inputs"))")
+                    throw DiagnoseRequestError("--precision fp16: function '\(name)' needs --inputs F.npz (\(contractError.map { "\($0)" } ?? "no generated inputs"))")
                 }
                 let (run, findings) = try RuntimeChecks.fp16Overflow(function: f, scenario: scenario, binding: b)
                 d.add(run, findings: findings)
@@ -135,4 +137,12 @@ enum DiagnoseRuntime {
             }
         }
     }
+}
+
+/// A run-time check that cannot be carried out as requested (bad `--prompt-ids`, inputs the
+/// check cannot generate, a function that does not exist): the message names the option or
+/// function.
+public struct DiagnoseRequestError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
 }
