@@ -71,6 +71,12 @@ public struct GenerationContract: Equatable {
         /// The additive value of a masked column: −inf (as Apple's code writes it) or −1e4.
         public var maskedValue: Float
         public var isBoolean: Bool { dtype == .bool }
+        public init(name: String, dtype: DType, window: Window, maskedValue: Float) {
+            self.name = name
+            self.dtype = dtype
+            self.window = window
+            self.maskedValue = maskedValue
+        }
     }
 
     /// Where the first KV slot a call writes comes from.
@@ -126,8 +132,22 @@ public struct GenerationContract: Equatable {
     /// caller (`Generator.boundInputs`). Hook for a later "static inputs" feature: the contract
     /// names them; nothing reads them from files yet.
     public var staticInputs: [String]
-    /// What the contract was read from: "detected (<recipe>)" or "file <path>".
+    /// What the contract was read from: "detected" or "file <path>".
     public var source: String
+
+    public init(tokenIDs: String, positions: Positions, mask: Mask?, writeOffset: WriteOffset, kv: KVLayout,
+                functions: Functions, logits: String, contextLength: Int, staticInputs: [String] = [], source: String = "given") {
+        self.tokenIDs = tokenIDs
+        self.positions = positions
+        self.mask = mask
+        self.writeOffset = writeOffset
+        self.kv = kv
+        self.functions = functions
+        self.logits = logits
+        self.contextLength = contextLength
+        self.staticInputs = staticInputs
+        self.source = source
+    }
 
     /// The function that decodes one token.
     public var decodeFunction: String {
