@@ -36,6 +36,10 @@ enum BenchCommand: Command {
         one token each (positions P … P+N−1) are timed as tgN. Sampling is not timed (there is
         none: the decoded ids are random too). One untimed warm-up repetition comes first.
         t/s is the mean over repetitions of tokens/seconds, ± the sample standard deviation.
+        The decode bound: the read bandwidth of all cores summing a 256 MiB buffer (best of 3,
+        measured after the runs) divided by the bytes a decoded token reads — the decode
+        function's weights as stored (an embedding table gathered from: one row) plus the KV
+        cache live at the middle decode position; the last line gives tgN as a fraction of it.
         P + N must fit the model's context length. Progress goes to stderr when it is a terminal.
         """
     )
@@ -122,6 +126,12 @@ enum BenchCommand: Command {
             if n > 0 { line += String(format: " tg%d %.2f t/s", n, tg.samples.last!) }
             say(line + "\n")
         }
+        // The bandwidth bound of decoding, measured now (same machine load as the runs above).
+        let bandwidth = n > 0 ? DecodeBound.measureReadBandwidth(threads: ProcessInfo.processInfo.activeProcessorCount) : 0
+        let weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
+        let kvBytes = generator.contract.liveKVBytes(in: model, live: p + n / 2)
+        let boundTokS = bandwidth > 0 ? bandwidth / Double(weightBytes + kvBytes) : 0
+        let fraction = boundTokS > 0 ? tg.mean / boundTokS : 0
         let peak = peakResidentBytes()
         let size = packageBytes(path)
         let params = parameterCount(model)
@@ -149,6 +159,12 @@ enum BenchCommand: Command {
                 "decode_tok_s": tgm, "decode_tok_s_sd": tgsd, "decode_samples_tok_s": tgs,
                 "peak_rss_bytes": .int(peak),
                 "load_seconds": .double(loadSeconds),
+                "contract": .string(generator.contract.recipeName),
+                "read_bandwidth_bytes_s": .double(bandwidth),
+                "decode_weight_bytes_per_token": .int(weightBytes),
+                "decode_kv_bytes_per_token": .int(kvBytes),
+                "decode_bound_tok_s": .double(boundTokS),
+                "decode_fraction_of_bound": .double(fraction),
             ]
             Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
             return ExitCode.ok
@@ -164,6 +180,11 @@ enum BenchCommand: Command {
         Console.out(table(header: header, rows: rows, rightAligned: rightAligned, markdown: markdown))
         Console.out("\n\(reps) repetition\(reps == 1 ? "" : "s") after one warm-up · " + String(format: "peak RSS %.1f MiB (%.2f× the package) · load %.2f s\n",
                            Double(peak) / 1_048_576, Double(peak) / Double(max(size, 1)), loadSeconds))
+        if n > 0 {
+            Console.out("contract: \(generator.contract.recipeName) · " + String(format: "decode bound: %.2f GB/s read ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
+                               bandwidth / 1e9, Double(weightBytes) / 1e6, Double(kvBytes) / 1e6,
+                               boundTokS, n, fraction * 100))
+        }
         return ExitCode.ok
     }
 
