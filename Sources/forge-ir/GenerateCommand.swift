@@ -4,38 +4,49 @@ import Tokenizers
 import Interpreter
 import Generation
 
-/// `forge-ir generate MODEL [--tokenizer tokenizer.json] (--prompt TEXT | --chat TEXT | --prompt-ids 1,2,3)
-/// [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]
-/// [--repetition-penalty R] [--seed S] [--prefill-chunk N] [--precision fp32|fp16] [--json]`
+/// `forge-ir generate MODEL [--tokenizer tokenizer.json|DIR] (--prompt TEXT | --chat TEXT | --messages F.json | --prompt-ids 1,2,3)
+/// [--system TEXT] [--template auto|NAME|FILE.jinja] [--template-var K=V]... [--print-prompt] [--hide-reasoning]
+/// [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--prefill-chunk N]
+/// [--precision fp32|fp16] [--json]`
 enum GenerateCommand: Command {
     static let spec = CommandSpec(
         name: "generate",
         summary: "Generate text with a stateful LLM package through its own input contract.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage of an LLM (its generation contract is detected; see dump --summary).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of an LLM (its generation contract is detected; see dump --summary).")],
         options: [
-            .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer (byte-level BPE)."),
+            .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer.json, or its folder (its tokenizer_config.json is read too)."),
             .option("prompt", value: "text", "Raw prompt text (no template)."),
             .option("chat", value: "text", "A user message, wrapped in the chat template."),
+            .option("messages", value: "chat.json", "A chat as JSON ([{\"role\": …, \"content\": …}, …]), wrapped in the chat template."),
             .option("system", value: "text", "System message for --chat."),
-            .option("template", value: "name", "Chat template: auto (from the tokenizer), chatml, smollm2, qwen2, qwen2.5, gemma4 (default: auto)."),
+            .option("template", value: "name|file", "Chat template: auto (the tokenizer's own chat_template, else the built-in its vocabulary points to), "
+                    + ChatTemplate.builtinNames.joined(separator: ", ") + ", a named template of the tokenizer's config, or a .jinja file (default: auto)."),
+            .option("template-var", value: "key=value", "A variable for the chat template, e.g. enable_thinking=true (value read as JSON, else as text; repeatable)."),
             .option("prompt-ids", value: "1,2,3", "Prompt as token ids (no tokenizer needed)."),
-            .option("max-tokens", value: "n", "Tokens to generate (default 64)."),
-            .option("temperature", value: "t", "0 = greedy (default 0)."),
-            .option("top-k", value: "k", "Sample among the k most likely tokens (default off)."),
-            .option("top-p", value: "p", "Nucleus sampling threshold (default 1 = off)."),
-            .option("repetition-penalty", value: "r", "Penalty for tokens already seen (default 1 = off)."),
-            .option("seed", value: "n", "Random seed for sampling (default 0)."),
-            .option("stop-ids", value: "1,2", "Extra token ids that stop generation."),
-            .option("prefill-chunk", value: "n", "Largest prefill call (1 = token by token; default: the graph's widest)."),
-            .option("function", value: "name", "Function to drive (default: the detected contract's; a prefill/decode pair drives both)."),
+            .int("max-tokens", "Tokens to generate (default 64).", range: 0...Int.max),
+            .float("temperature", value: "t", "0 = greedy (default 0)."),
+            .int("top-k", value: "k", "Sample among the k most likely tokens (default 0 = off).", range: 0...Int.max),
+            .float("top-p", value: "p", "Nucleus sampling threshold (default 1 = off)."),
+            .float("repetition-penalty", value: "r", "Penalty for tokens already seen (default 1 = off)."),
+            .int("seed", "Random seed for sampling (default 0).", range: 0...Int.max),
+            .intList("stop-ids", value: "1,2", "Extra token ids that stop generation.", range: 0...Int(Int32.max)),
+            .int("prefill-chunk", "Largest prefill call (1 = token by token; default: the graph's widest).", range: 1...Int.max),
+            CommonOptions.function,
             ContractOption.option,
-            .option("precision", value: "fp32|fp16", "Numerics (default fp32: Core ML CPU)."),
-            .flag("json", "Print prompt_ids, token_ids, text, tokens/s and peak memory as JSON."),
+            CommonOptions.precision,
+            CommonOptions.threads,
+            .flag("print-prompt", "Print the prompt (the rendered chat template text; ids for --prompt-ids) and exit without running the model."),
+            .flag("hide-reasoning", "Leave the reasoning span (Gemma 4's thought channel, <think>…</think>) out of the printed text."),
+            .flag("json", "Print prompt_ids, token_ids, text, reasoning, response, tokens/s and peak memory as JSON."),
             .flag("profile", "Print time per op type (stderr)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Streams text to stdout as it is generated (with a tokenizer; ids otherwise) and ends with
         a timing line on stderr: prompt: N tokens, X tok/s · generation: M tokens, Y tok/s.
+        A reasoning span the template's model writes (Gemma 4's <|channel>thought … <channel|>,
+        <think> … </think>) is printed between [reasoning] and [/reasoning] lines, apart from the
+        answer (--hide-reasoning leaves it out); --json gives it as "reasoning".
         """
     )
 
@@ -43,85 +54,110 @@ enum GenerateCommand: Command {
         let parts = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         return try parts.map { p in
             guard let v = Int32(p), v >= 0 else {
-                throw UsageError(message: "--\(option) takes comma-separated non-negative token ids, got '\(p)'", helpCommand: "forge-ir generate")
+                throw UsageError(message: "--\(option) takes comma-separated non-negative token ids, got '\(p)'")
             }
             return v
         }
     }
 
-    static func number<T: LosslessStringConvertible>(_ args: ParsedArguments, _ name: String, _ d: T) throws -> T {
-        guard let s = args.value(name) else { return d }
-        guard let v = T(s) else { throw UsageError(message: "--\(name) takes a number, got '\(s)'", helpCommand: "forge-ir generate") }
-        return v
-    }
-
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
-        let precisionText = args.value("precision") ?? "fp32"
-        guard let precision = Precision(rawValue: precisionText) else {
-            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: "forge-ir generate")
-        }
-        let maxTokens: Int = try number(args, "max-tokens", 64)
-        guard maxTokens >= 0 else { throw UsageError(message: "--max-tokens must be ≥ 0", helpCommand: "forge-ir generate") }
+        let precision = args.precision
+        let maxTokens = args.int("max-tokens", default: 64)
         var sampling = SamplingOptions()
-        sampling.temperature = try number(args, "temperature", Float(0))
-        sampling.topK = try number(args, "top-k", 0)
-        sampling.topP = try number(args, "top-p", Float(1))
-        sampling.repetitionPenalty = try number(args, "repetition-penalty", Float(1))
+        sampling.temperature = args.float("temperature", default: 0)
+        sampling.topK = args.int("top-k", default: 0)
+        sampling.topP = args.float("top-p", default: 1)
+        sampling.repetitionPenalty = args.float("repetition-penalty", default: 1)
         guard sampling.temperature >= 0, sampling.temperature.isFinite else {
-            throw UsageError(message: "--temperature must be ≥ 0 (0 = greedy), not \(sampling.temperature)", helpCommand: "forge-ir generate")
+            throw UsageError(message: "--temperature must be ≥ 0 (0 = greedy), not \(sampling.temperature)")
         }
         guard sampling.topP > 0, sampling.topP <= 1 else {
-            throw UsageError(message: "--top-p must be in (0, 1] (1 = off), not \(sampling.topP)", helpCommand: "forge-ir generate")
+            throw UsageError(message: "--top-p must be in (0, 1] (1 = off), not \(sampling.topP)")
         }
-        guard sampling.topK >= 0 else { throw UsageError(message: "--top-k must be ≥ 0 (0 = off)", helpCommand: "forge-ir generate") }
         guard sampling.repetitionPenalty > 0, sampling.repetitionPenalty.isFinite else {
-            throw UsageError(message: "--repetition-penalty must be > 0 (1 = off), not \(sampling.repetitionPenalty)", helpCommand: "forge-ir generate")
+            throw UsageError(message: "--repetition-penalty must be > 0 (1 = off), not \(sampling.repetitionPenalty)")
         }
-        sampling.seed = try number(args, "seed", UInt64(0))
-        for option in ["template", "system"] where args.value(option) != nil && args.value("chat") == nil {
-            throw UsageError(message: "--\(option) applies to --chat only", helpCommand: "forge-ir generate")
+        sampling.seed = UInt64(args.int("seed", default: 0))
+        for option in ["template", "template-var"] where !args.values(of: option).isEmpty && args.value("chat") == nil && args.value("messages") == nil {
+            throw UsageError(message: "--\(option) applies to --chat and --messages only")
         }
-        let given = ["prompt", "chat", "prompt-ids"].filter { args.value($0) != nil }
+        if args.value("system") != nil && args.value("chat") == nil {
+            throw UsageError(message: "--system applies to --chat only")
+        }
+        let given = ["prompt", "chat", "messages", "prompt-ids"].filter { args.value($0) != nil }
         guard given.count == 1 else {
-            throw UsageError(message: "give exactly one of --prompt, --chat, --prompt-ids", helpCommand: "forge-ir generate")
+            throw UsageError(message: "give exactly one of --prompt, --chat, --messages, --prompt-ids")
         }
         let text = try TextCodec.load(args)
-        var stop = Set(try args.value("stop-ids").map { try parseIDs($0, option: "stop-ids") } ?? [])
+        var stop = Set((args.ints("stop-ids") ?? []).map { Int32($0) })
         let prompt: [Int32]
+        var promptText: String?
+        var template: ChatTemplate?
         if let ids = args.value("prompt-ids") {
             prompt = try parseIDs(ids, option: "prompt-ids")
         } else {
             guard let text else {
-                throw UsageError(message: "--prompt and --chat need --tokenizer", helpCommand: "forge-ir generate")
+                throw UsageError(message: "--prompt, --chat and --messages need --tokenizer")
             }
-            if let chat = args.value("chat") {
-                let encoded = try text.encodeChat(user: chat, system: args.value("system"), template: args.value("template") ?? "auto")
+            if args.value("chat") != nil || args.value("messages") != nil {
+                let messages = try chatMessages(args)
+                let t = try text.chatTemplate(args.value("template") ?? "auto")
+                let encoded = try text.encodeChat(messages, template: t, variables: try templateVariables(args))
                 prompt = encoded.ids
+                promptText = encoded.text
                 stop.formUnion(encoded.stopIDs)
+                template = t
             } else {
+                promptText = args.value("prompt")!
                 prompt = try text.encode(args.value("prompt")!)
             }
         }
         if let text { stop.formUnion(text.defaultStopIDs) }
+        if args.flag("print-prompt") {
+            if args.flag("json") {
+                var obj: [String: JSONValue] = [
+                    "prompt_ids": .array(prompt.map { .int(Int($0)) }),
+                    "prompt": promptText.map { .string($0) } ?? .null,
+                    "template": template.map { .string($0.name) } ?? .null,
+                    "stop_ids": .array(stop.sorted().map { .int(Int($0)) }),
+                ]
+                if let r = template?.reasoning { obj["reasoning_markers"] = .array([.string(r.open), .string(r.close)]) }
+                Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
+            } else {
+                Console.out(promptText ?? prompt.map(String.init).joined(separator: ","))
+                if promptText == nil { Console.out("\n") }
+            }
+            return ExitCode.ok
+        }
 
         let model = try ModelLoader.load(path: path)
         let generator = try ContractOption.generator(args, model: model, precision: precision)
         if args.flag("profile") { for s in generator.sessions { s.plan.profile = [:] } }
-        if let chunk = args.value("prefill-chunk") {
-            guard let n = Int(chunk), n >= 1 else { throw UsageError(message: "--prefill-chunk takes a number ≥ 1", helpCommand: "forge-ir generate") }
-            generator.prefillChunk = n
-        }
+        if let n = args.int("prefill-chunk") { generator.prefillChunk = n }
         let json = args.flag("json")
         var stream = text?.streamingDecoder()
+        var printer = ReasoningPrinter(hide: args.flag("hide-reasoning"))
+        var router: ReasoningRouter?
+        if let text, let template, let markers = template.reasoning {
+            router = ReasoningRouter(tokenizer: text.tokenizer, markers: markers,
+                                     startInReasoning: promptText.map(template.promptOpensReasoning) ?? false)
+        }
         let result = try generator.generate(prompt: prompt, maxTokens: maxTokens, sampling: sampling, stop: stop) { id in
-            if !json {
+            if router != nil {
+                let pieces = router!.push(Int(id))
+                if !json { printer.print(pieces) }
+            } else if !json {
                 if stream != nil { Console.out(stream!.push(id)) } else { Console.out("\(id) ") }
             }
             return true
         }
+        if router != nil {
+            let pieces = router!.finish()
+            if !json { printer.print(pieces); printer.end() }
+        }
         if !json {
-            if stream != nil { Console.out(stream!.finish()) }
+            if router == nil, stream != nil { Console.out(stream!.finish()) }
             Console.out("\n")
         }
         let peak = peakResidentBytes()
@@ -142,6 +178,14 @@ enum GenerateCommand: Command {
                 "peak_rss_bytes": .int(peak),
             ]
             obj["text"] = text.map { .string($0.decode(result.tokenIDs)) } ?? .null
+            // the answer apart from the reasoning span (no span: the whole text, reasoning null)
+            if let router {
+                obj["response"] = .string(router.response)
+                obj["reasoning"] = router.sawReasoning ? .string(router.reasoning) : .null
+            } else {
+                obj["response"] = obj["text"]
+                obj["reasoning"] = .null
+            }
             Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
         }
         Console.err(summary + "\n")
@@ -152,5 +196,76 @@ enum GenerateCommand: Command {
             }
         }
         return ExitCode.ok
+    }
+}
+
+extension GenerateCommand {
+    /// `--chat` (with `--system`) or `--messages FILE.json` (every field of a message is passed
+    /// to the template, in the file's order).
+    static func chatMessages(_ args: ParsedArguments) throws -> [JinjaValue] {
+        if let chat = args.value("chat") {
+            var messages: [ChatMessage] = []
+            if let system = args.value("system") { messages.append(.system(system)) }
+            messages.append(.user(chat))
+            return messages.map(\.jinjaValue)
+        }
+        let file = args.value("messages")!
+        guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
+            throw TokenizerError.unreadable(file: file, reason: "cannot read the file as UTF-8 text")
+        }
+        let parsed: JinjaValue
+        do { parsed = try JinjaValue.parseJSON(text) } catch let e as JinjaError {
+            throw TokenizerError.unreadable(file: file, reason: "line \(e.line): \(e.message)")
+        }
+        guard case let .array(list) = parsed, !list.isEmpty else {
+            throw TokenizerError.malformed(file: file, path: "", reason: "expected a non-empty JSON list of {\"role\": …, \"content\": …} objects")
+        }
+        for (i, m) in list.enumerated() {
+            guard case let .object(o) = m, case .string? = o["role"], o["content"] != nil else {
+                throw TokenizerError.malformed(file: file, path: "[\(i)]", reason: "expected an object with a string \"role\" and a \"content\"")
+            }
+        }
+        return list
+    }
+
+    /// `--template-var key=value`: the value as JSON when it parses (true, 3, "x", [..]), else text.
+    static func templateVariables(_ args: ParsedArguments) throws -> [String: JinjaValue] {
+        var vars: [String: JinjaValue] = [:]
+        for kv in args.values(of: "template-var") {
+            guard let eq = kv.firstIndex(of: "="), eq != kv.startIndex else {
+                throw UsageError(message: "--template-var takes key=value, got '\(kv)'")
+            }
+            let key = String(kv[..<eq]), raw = String(kv[kv.index(after: eq)...])
+            vars[key] = (try? JinjaValue.parseJSON(raw)) ?? .string(raw)
+        }
+        return vars
+    }
+}
+
+/// Prints routed text: reasoning between `[reasoning]` / `[/reasoning]` lines (or not at all),
+/// the response as it comes.
+struct ReasoningPrinter {
+    let hide: Bool
+    private var inReasoning = false
+
+    init(hide: Bool) { self.hide = hide }
+
+    mutating func print(_ pieces: [(ReasoningRouter.Channel, String)]) {
+        for (channel, text) in pieces {
+            switch channel {
+            case .reasoning:
+                if hide { continue }
+                if !inReasoning { Console.out("[reasoning]\n"); inReasoning = true }
+                Console.out(text)
+            case .response:
+                end()
+                Console.out(text)
+            }
+        }
+    }
+
+    /// Closes an open reasoning block.
+    mutating func end() {
+        if inReasoning { Console.out("\n[/reasoning]\n"); inReasoning = false }
     }
 }

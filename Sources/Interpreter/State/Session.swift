@@ -10,18 +10,22 @@ public final class Session {
     public let states: StateStore
     public let precision: Precision
 
-    /// - Parameter sharing: another function's states to run on (a prefill / decode pair of
-    ///   one package); every state of this function must be there with the same type.
+    /// - Parameters:
+    ///   - observing: op outputs the plan's ``ExecutionPlan/valueObserver`` will see (fusions
+    ///     that would remove them are not applied; see ``ObservedValues``).
+    ///   - sharing: another function's states to run on (a prefill / decode pair of one
+    ///     package); every state of this function must be there with the same type.
     /// - Throws: `InterpreterError.unsupportedOps` (every op without a kernel), or a state error.
-    public init(model: Model, function name: String? = nil, precision: Precision = .fp32, sharing: StateStore? = nil) throws {
+    public init(model: Model, function name: String? = nil, precision: Precision = .fp32, observing: ObservedValues = .none,
+                sharing: StateStore? = nil) throws {
         self.model = model
         self.precision = precision
         let fname = name ?? model.defaultFunctionName
         guard let f = model.program.function(named: fname) else {
-            throw InterpreterError.unsupported("no function '\(fname)' (the model has: \(model.program.functions.map(\.name).joined(separator: ", ")))")
+            throw InterpreterError.unsupported(model.program.noFunctionMessage(fname))
         }
         function = f
-        plan = try ExecutionPlan(function: f, precision: precision)
+        plan = try ExecutionPlan(function: f, precision: precision, observing: observing)
         if let shared = sharing {
             for v in f.stateInputs {
                 guard let t = v.type.stateWrappedTensor, let b = shared.buffers[v.name],
