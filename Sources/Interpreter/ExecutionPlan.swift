@@ -207,7 +207,7 @@ public final class ExecutionPlan {
         for st in root.steps where st.op.type == "const" && st.outputSlots.count == 1 {
             guard let val = st.op.attribute("val"), case .blob = val.payload, val.type.tensorType?.dtype == .fp16,
                   let r = readers[st.outputSlots[0]], !r.isEmpty,
-                  r.allSatisfy({ $0 == "constexpr_blockwise_shift_scale.scale" || $0 == "gather.x" }) else { continue }
+                  r.allSatisfy({ $0 == "constexpr_blockwise_shift_scale.scale" || $0 == "gather.x" || $0 == "linear.weight" }) else { continue }
             halfViewSlots.insert(st.outputSlots[0])
         }
     }

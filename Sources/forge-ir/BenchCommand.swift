@@ -19,13 +19,14 @@ enum BenchCommand: Command {
     static let spec = CommandSpec(
         name: "bench",
         summary: "Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of an LLM (its generation contract is detected; see dump --summary).")],
         options: [
             .int("p", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test).", range: 0...Int.max),
             .int("n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test).", range: 0...Int.max),
             .int("r", "Repetitions after the warm-up (default 3).", range: 1...Int.max),
             CommonOptions.precision,
             CommonOptions.function,
+            ContractOption.option,
             CommonOptions.threads,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),
@@ -37,6 +38,10 @@ enum BenchCommand: Command {
         one token each (positions P … P+N−1) are timed as tgN. Sampling is not timed (there is
         none: the decoded ids are random too). One untimed warm-up repetition comes first.
         t/s is the mean over repetitions of tokens/seconds, ± the sample standard deviation.
+        The decode bound: the read bandwidth of all cores summing a 256 MiB buffer (best of 3,
+        measured after the runs) divided by the bytes a decoded token reads — the decode
+        function's weights as stored (an embedding table gathered from: one row) plus the KV
+        cache live at the middle decode position; the last line gives tgN as a fraction of it.
         P + N must fit the model's context length. Progress goes to stderr when it is a terminal.
         """
     )
@@ -67,11 +72,7 @@ enum BenchCommand: Command {
 
         let t0 = DispatchTime.now().uptimeNanoseconds
         let model = try ModelLoader.load(path: path)
-        let session = try Session(model: model, function: args.value("function"), precision: precision)
-        let generator = try Generator(session: session)
-        for extra in generator.contract.extraInputs {
-            throw InterpreterError.unsupported("function '\(session.function.name)' also takes input '\(extra.name)' (\(extra.type)); bind it with forge-ir's library API (Generator.boundInputs)")
-        }
+        let generator = try ContractOption.generator(args, model: model, precision: precision)
         let loadSeconds = seconds(since: t0)
         let ctx = generator.contract.contextLength
         if p > ctx {
@@ -82,7 +83,7 @@ enum BenchCommand: Command {
         }
 
         // Random ids below the vocabulary size (from the logits type, else from one probe call).
-        var vocab = generator.contract.vocabularySize(in: session.function)
+        var vocab = generator.contract.vocabularySize(in: model)
         if vocab == nil {
             generator.reset()
             vocab = try generator.prefill([0]).count
@@ -114,6 +115,12 @@ enum BenchCommand: Command {
             if n > 0 { line += String(format: " tg%d %.2f t/s", n, tg.samples.last!) }
             say(line + "\n")
         }
+        // The bandwidth bound of decoding, measured now (same machine load as the runs above).
+        let bandwidth = n > 0 ? DecodeBound.measureReadBandwidth(threads: ProcessInfo.processInfo.activeProcessorCount) : 0
+        let weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
+        let kvBytes = generator.contract.liveKVBytes(in: model, live: p + n / 2)
+        let boundTokS = bandwidth > 0 ? bandwidth / Double(weightBytes + kvBytes) : 0
+        let fraction = boundTokS > 0 ? tg.mean / boundTokS : 0
         let peak = peakResidentBytes()
         let size = packageBytes(path)
         let params = ModelSummary(model).parameterCount
@@ -141,6 +148,12 @@ enum BenchCommand: Command {
                 "decode_tok_s": tgm, "decode_tok_s_sd": tgsd, "decode_samples_tok_s": tgs,
                 "peak_rss_bytes": .int(peak),
                 "load_seconds": .double(loadSeconds),
+                "contract": .string(generator.contract.recipeName),
+                "read_bandwidth_bytes_s": .double(bandwidth),
+                "decode_weight_bytes_per_token": .int(weightBytes),
+                "decode_kv_bytes_per_token": .int(kvBytes),
+                "decode_bound_tok_s": .double(boundTokS),
+                "decode_fraction_of_bound": .double(fraction),
             ]
             Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
             return ExitCode.ok
@@ -156,6 +169,11 @@ enum BenchCommand: Command {
         Console.out(table(header: header, rows: rows, rightAligned: rightAligned, markdown: markdown))
         Console.out("\n\(reps) repetition\(reps == 1 ? "" : "s") after one warm-up · " + String(format: "peak RSS %.1f MiB (%.2f× the package) · load %.2f s\n",
                            Double(peak) / 1_048_576, Double(peak) / Double(max(size, 1)), loadSeconds))
+        if n > 0 {
+            Console.out("contract: \(generator.contract.recipeName) · " + String(format: "decode bound: %.2f GB/s read ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
+                               bandwidth / 1e9, Double(weightBytes) / 1e6, Double(kvBytes) / 1e6,
+                               boundTokS, n, fraction * 100))
+        }
         return ExitCode.ok
     }
 

@@ -28,6 +28,7 @@ enum DiagnoseCommand: Command {
                      range: 0...Int(Int32.max)),
             CommonOptions.threads,
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
+            ContractOption.option,
             .flag("json", "Machine-readable findings (schema in the README)."),
             CommonOptions.maxMemory,
         ],
@@ -36,8 +37,8 @@ enum DiagnoseCommand: Command {
         symbol (dimensions the graph forces equal share one), then the function is evaluated
         at each size and the first op whose shapes are invalid is reported.
         --precision fp16 and --dynamic run the interpreter: on --inputs, or, for a function with
-        the stateful LLM contract (input_ids, causal_mask, position_ids, cache_offset, KV states),
-        on generated calls from fresh states (a prefill of N = min(16, widest call) tokens).
+        a generation contract (detected, see dump --summary, or --contract FILE.json), on
+        generated calls from fresh states (a prefill of N = min(16, widest call) tokens).
         Exit status: 0 when no error-severity finding, 1 otherwise.
         """
     )
@@ -57,6 +58,7 @@ enum DiagnoseCommand: Command {
         request.fp16 = args.precision == .fp16
         request.dynamic = args.flag("dynamic")
         request.promptIDs = args.ints("prompt-ids").map { $0.map { Int32($0) } }
+        if args.value("contract") != nil { request.contract = try ContractOption.contract(args, model: model) }
         if let npz = args.value("inputs") {
             guard request.fp16 else { throw UsageError(message: "--inputs is for the fp16 run: add --precision fp16") }
             request.inputs = try NPZ.read(path: npz)

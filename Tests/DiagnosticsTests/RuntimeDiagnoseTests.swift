@@ -23,17 +23,18 @@ final class RuntimeDiagnoseTests: XCTestCase {
 
     /// A prefill of `n` tokens through the LLM contract.
     func prefill(_ f: Function, n: Int = 16) throws -> RuntimeScenario {
-        let c = try LLMContract(function: f)
-        let vocab = try XCTUnwrap(c.vocabularySize(in: f))
-        return RuntimeScenario(calls: [c.inputs(ids: ids(n, vocab: vocab), position: 0)], label: "prefill of \(n)")
+        let c = try GenerationContract.detect(function: f)
+        let vocab = try XCTUnwrap(f.outputs.first { $0.name == c.logits }?.type.tensorType?.shape.last?.fixedValue)
+        return RuntimeScenario(calls: [try c.inputs(ids: ids(n, vocab: vocab), position: 0, function: f)], label: "prefill of \(n)")
     }
 
     func dynamic(_ f: Function, n: Int = 16) throws -> (RuntimeRun, [Finding]) {
-        let c = try LLMContract(function: f)
-        let t = ids(n, vocab: try XCTUnwrap(c.vocabularySize(in: f)))
-        let split = RuntimeScenario(calls: [c.inputs(ids: Array(t.dropLast()), position: 0), c.inputs(ids: [t[n - 1]], position: n - 1)], label: "split")
-        let whole = RuntimeScenario(calls: [c.inputs(ids: t, position: 0)], label: "whole")
-        return try RuntimeChecks.sequenceConsistency(function: f, split: split, whole: whole, output: c.logitsName, binding: ["input_ids_1": 1])
+        let c = try GenerationContract.detect(function: f)
+        let t = ids(n, vocab: try XCTUnwrap(f.outputs.first { $0.name == c.logits }?.type.tensorType?.shape.last?.fixedValue))
+        let split = RuntimeScenario(calls: [try c.inputs(ids: Array(t.dropLast()), position: 0, function: f),
+                                            try c.inputs(ids: [t[n - 1]], position: n - 1, function: f)], label: "split")
+        let whole = RuntimeScenario(calls: [try c.inputs(ids: t, position: 0, function: f)], label: "whole")
+        return try RuntimeChecks.sequenceConsistency(function: f, split: split, whole: whole, output: c.logits, binding: ["input_ids_1": 1])
     }
 
     /// Runs `calls` from fresh states and returns the last call's outputs.
@@ -146,9 +147,9 @@ final class RuntimeDiagnoseTests: XCTestCase {
 
         // Prefill 15 then decode 1: fp32 mode of the fixed graph = fp32 mode of the original;
         // fp16 mode of the fixed graph ≈ fp32 mode, while the original's fp16 mode is far off.
-        let c = try LLMContract(function: f)
+        let c = try GenerationContract.detect(function: f)
         let t = ids(16, vocab: 32)
-        let calls = [c.inputs(ids: Array(t.dropLast()), position: 0), c.inputs(ids: [t[15]], position: 15)]
+        let calls = [try c.inputs(ids: Array(t.dropLast()), position: 0, function: f), try c.inputs(ids: [t[15]], position: 15, function: f)]
         let ref = try XCTUnwrap(runCalls(original, calls, precision: .fp32)["logits"]).floats
         let fixed32 = try XCTUnwrap(runCalls(model, calls, precision: .fp32)["logits"]).floats
         let fixed16 = try XCTUnwrap(runCalls(model, calls, precision: .fp16)["logits"]).floats
@@ -167,9 +168,9 @@ final class RuntimeDiagnoseTests: XCTestCase {
         let d = Diagnoser.diagnose(model, options: DiagnoseOptions(seq: [1, 16, 64]))
         XCTAssertEqual(codes(d), [], d.text(modelPath: "fixed"))
         let f = model.program.functions[0]
-        let c = try LLMContract(function: f)
+        let c = try GenerationContract.detect(function: f)
         let t = ids(12, vocab: 256)
-        let calls = [c.inputs(ids: Array(t.dropLast()), position: 0), c.inputs(ids: [t[11]], position: 11)]
+        let calls = [try c.inputs(ids: Array(t.dropLast()), position: 0, function: f), try c.inputs(ids: [t[11]], position: 11, function: f)]
         let a = try XCTUnwrap(runCalls(original, calls, precision: .fp32)["logits"]).floats
         let b = try XCTUnwrap(runCalls(model, calls, precision: .fp32)["logits"]).floats
         XCTAssertLessThanOrEqual(maxAbsDiff(a, b), 2e-3 * a.map(abs).max()!)
