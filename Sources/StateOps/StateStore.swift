@@ -87,14 +87,15 @@ public final class Session {
     public let states: StateStore
 
     /// - Throws: `InterpreterError.unsupportedOps` (every op without a kernel), or a state error.
-    public init(model: Model, function name: String? = nil, precision: Precision = .fp32) throws {
+    /// `int8Activations`: see ``ExecutionPlan/init(function:precision:int8Activations:)``.
+    public init(model: Model, function name: String? = nil, precision: Precision = .fp32, int8Activations: Bool = false) throws {
         self.model = model
         let fname = name ?? model.defaultFunctionName
         guard let f = model.program.function(named: fname) else {
             throw InterpreterError.unsupported("no function '\(fname)' (the model has: \(model.program.functions.map(\.name).joined(separator: ", ")))")
         }
         function = f
-        plan = try ExecutionPlan(function: f, precision: precision)
+        plan = try ExecutionPlan(function: f, precision: precision, int8Activations: int8Activations)
         states = try StateStore(function: f)
         // Loading freed the parsed protobuf and the loader's scratch: hand those heap pages back
         // to the OS before the long-running part starts (glibc keeps them otherwise).

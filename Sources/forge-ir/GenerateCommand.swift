@@ -5,7 +5,7 @@ import StateOps
 
 /// `forge-ir generate MODEL [--tokenizer tokenizer.json] (--prompt TEXT | --chat TEXT | --prompt-ids 1,2,3)
 /// [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]
-/// [--repetition-penalty R] [--seed S] [--prefill-chunk N] [--precision fp32|fp16] [--json]`
+/// [--repetition-penalty R] [--seed S] [--prefill-chunk N] [--precision fp32|fp16] [--int8-activations] [--json]`
 enum GenerateCommand: Command {
     static let spec = CommandSpec(
         name: "generate",
@@ -28,6 +28,7 @@ enum GenerateCommand: Command {
             .option("prefill-chunk", value: "n", "Largest prefill call (1 = token by token; default: the graph's widest)."),
             .option("function", value: "name", "Function to drive (default: the model's default)."),
             .option("precision", value: "fp32|fp16", "Numerics (default fp32: Core ML CPU)."),
+            .flag("int8-activations", "Quantize activations to int8 per block of 32 in int8-weight products (llama.cpp Q8_0 style; faster, not Core ML's numerics)."),
             .flag("json", "Print prompt_ids, token_ids, text, tokens/s and peak memory as JSON."),
             .flag("profile", "Print time per op type (stderr)."),
         ],
@@ -104,7 +105,8 @@ enum GenerateCommand: Command {
         if let text { stop.formUnion(text.defaultStopIDs) }
 
         let model = try ModelLoader.load(path: path)
-        let session = try Session(model: model, function: args.value("function"), precision: precision)
+        let session = try Session(model: model, function: args.value("function"), precision: precision,
+                                  int8Activations: args.flag("int8-activations"))
         let generator = try Generator(session: session)
         if args.flag("profile") { session.plan.profile = [:] }
         if let chunk = args.value("prefill-chunk") {

@@ -4,7 +4,7 @@ import Interpreter
 import StateOps
 
 /// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
-/// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--json]`
+/// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`
 enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
@@ -18,11 +18,17 @@ enum RunCommand: Command {
             .option("state-in", value: "dir", "Load states from <dir>/<state>.npy (default: zeros)."),
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
             .option("precision", value: "fp32|fp16", "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE."),
+            .flag("int8-activations", "Quantize activations to int8 per block of 32 in int8-weight products (llama.cpp Q8_0 style; faster, not Core ML's numerics)."),
+            .option("repeat", value: "n", "Time n calls after one untimed warm-up call, each from the same states; report the median (default: one timed call)."),
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
         ],
         discussion: """
         Flexible dimensions are taken from the given arrays and checked against the model's
         RangeDim bounds or EnumeratedShapes. Without --out, a short line per output is printed.
+        With --repeat N the function runs N + 1 times (the first untimed), states restored to
+        their starting values (--state-in, else zeros) before every call; the outputs and states
+        written are those of the last call, and the time reported is the median of the N
+        (`seconds`; `--json` adds `repeat`, `seconds_samples`, `seconds_min`).
         """
     )
 
@@ -31,6 +37,13 @@ enum RunCommand: Command {
         let precisionText = args.value("precision") ?? "fp32"
         guard let precision = Precision(rawValue: precisionText) else {
             throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: "forge-ir run")
+        }
+        var repeats = 0
+        if let s = args.value("repeat") {
+            guard let v = Int(s), v >= 1 else {
+                throw UsageError(message: "--repeat takes a whole number ≥ 1, got '\(s)'", helpCommand: "forge-ir run")
+            }
+            repeats = v
         }
         var inputs: [String: Tensor] = [:]
         if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz) }
@@ -47,11 +60,23 @@ enum RunCommand: Command {
             }
         }
         let model = try ModelLoader.load(path: path)
-        let session = try Session(model: model, function: args.value("function"), precision: precision)
+        let session = try Session(model: model, function: args.value("function"), precision: precision,
+                                  int8Activations: args.flag("int8-activations"))
+        func restoreStates() throws {
+            if let dir = args.value("state-in") { try session.states.load(from: dir) } else { session.states.reset() }
+        }
         if let dir = args.value("state-in") { try session.states.load(from: dir) }
-        let start = DispatchTime.now().uptimeNanoseconds
-        let outputs = try session.predict(inputs)
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        var samples: [Double] = []
+        var outputs: [String: Tensor] = [:]
+        for call in 0...repeats {
+            if call > 0 { try restoreStates() }
+            let start = DispatchTime.now().uptimeNanoseconds
+            outputs = try session.predict(inputs)
+            let dt = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            if repeats == 0 || call > 0 { samples.append(dt) }
+        }
+        let sorted = samples.sorted()
+        let seconds = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         if let dir = args.value("out") {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             for (name, t) in outputs { try NPY.write(t, path: dir + "/" + name + ".npy") }
@@ -68,19 +93,27 @@ enum RunCommand: Command {
                     "checksum": .double(checksum(t)),
                 ]))
             }
-            let json = JSONValue.object([
+            var obj: [String: JSONValue] = [
                 "function": .string(session.function.name),
                 "precision": .string(precision.rawValue),
                 "outputs": .array(outs),
                 "seconds": .double(seconds),
-            ])
+            ]
+            if repeats > 0 {
+                obj["repeat"] = .int(repeats)
+                obj["seconds_samples"] = .array(samples.map { .double($0) })
+                obj["seconds_min"] = .double(sorted[0])
+                obj["threads"] = .int(ProcessInfo.processInfo.activeProcessorCount)
+            }
+            let json = JSONValue.object(obj)
             Console.out(json.render(pretty: true) + "\n")
         } else {
             for n in names {
                 let t = outputs[n]!
                 Console.out("\(n): \(t.dtype.rawValue) \(t.shape) checksum \(checksum(t))\n")
             }
-            Console.err(String(format: "ran '%@' in %.3f s (%@)\n", session.function.name, seconds, precision.rawValue))
+            Console.err(String(format: "ran '%@' in %.3f s%@ (%@)\n", session.function.name, seconds,
+                               repeats > 0 ? " (median of \(repeats) after a warm-up)" : "", precision.rawValue))
         }
         return ExitCode.ok
     }
