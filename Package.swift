@@ -7,7 +7,9 @@ let package = Package(
         .library(name: "GraphIR", targets: ["GraphIR"]),
         .library(name: "Interpreter", targets: ["Interpreter"]),
         .library(name: "Passes", targets: ["Passes"]),
-        .library(name: "StateOps", targets: ["StateOps"]),
+        .library(name: "Tokenizers", targets: ["Tokenizers"]),
+        .library(name: "Generation", targets: ["Generation"]),
+        .library(name: "Diagnostics", targets: ["Diagnostics"]),
         .executable(name: "forge-ir", targets: ["forge-ir"]),
     ],
     targets: [
@@ -37,27 +39,41 @@ let package = Package(
             name: "Interpreter",
             dependencies: ["GraphIR", "CZlib", "CKernels"]
         ),
+        // IR → IR: passes (folding runs through the interpreter's kernels), shape inference and
+        // the static diagnosis.
         .target(name: "Passes", dependencies: ["GraphIR", "Interpreter"]),
-        .target(name: "StateOps", dependencies: ["GraphIR", "Interpreter"]),
-        .executableTarget(name: "forge-ir", dependencies: ["GraphIR", "Interpreter", "Passes", "StateOps"]),
-        .testTarget(
-            name: "GraphIRTests",
-            dependencies: ["GraphIR"],
-            resources: []
+        // Hugging Face tokenizer.json and chat templates; knows nothing of models.
+        .target(name: "Tokenizers"),
+        // Driving LLM packages: input contracts, the generator, sampling.
+        .target(name: "Generation", dependencies: ["GraphIR", "Interpreter", "Tokenizers"]),
+        // Analyses that run the model (fp16 overflow, S=1 vs S=N): above the passes and the
+        // interpreter.
+        .target(name: "Diagnostics", dependencies: ["GraphIR", "Interpreter", "Passes", "Generation"]),
+        .executableTarget(
+            name: "forge-ir",
+            dependencies: ["GraphIR", "Interpreter", "Passes", "Tokenizers", "Generation", "Diagnostics"]
         ),
-        .testTarget(
-            name: "PassesTests",
-            dependencies: ["GraphIR", "Interpreter", "Passes", "StateOps"]
+        // Shared by every test target: fixture paths, the seeded RNG, closeness checks, the
+        // op-vector runner and the FileCheck matcher.
+        .target(
+            name: "TestSupport",
+            dependencies: ["GraphIR", "Interpreter"],
+            path: "Tests/TestSupport"
         ),
+        .testTarget(name: "GraphIRTests", dependencies: ["GraphIR", "TestSupport"]),
+        .testTarget(name: "InterpreterTests", dependencies: ["GraphIR", "Interpreter", "TestSupport"]),
+        .testTarget(name: "PassesTests", dependencies: ["GraphIR", "Interpreter", "Passes", "TestSupport"]),
+        .testTarget(name: "TokenizersTests", dependencies: ["Tokenizers", "TestSupport"]),
+        .testTarget(name: "GenerationTests", dependencies: ["GraphIR", "Interpreter", "Generation", "TestSupport"]),
         .testTarget(
-            name: "InterpreterTests",
-            dependencies: ["GraphIR", "Interpreter", "StateOps"]
+            name: "DiagnosticsTests",
+            dependencies: ["GraphIR", "Interpreter", "Passes", "Generation", "Diagnostics", "TestSupport"]
         ),
         // Snapshot tests of the built `forge-ir` binary (exit codes, stdout, stderr); the
         // dependency makes `swift test` build the executable first.
         .testTarget(
             name: "ForgeCLITests",
-            dependencies: ["forge-ir", "GraphIR", "Interpreter"],
+            dependencies: ["forge-ir", "GraphIR", "Interpreter", "TestSupport"],
             exclude: ["Snapshots"]
         ),
     ],

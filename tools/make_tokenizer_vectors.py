@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tokenizer fixtures and test vectors for the Swift tokenizer (Sources/StateOps/Tokenizer).
+"""Tokenizer fixtures and test vectors for the Swift tokenizer (Sources/Tokenizers).
 
 Usage:  tools/.venv/bin/python tools/make_tokenizer_vectors.py [--out models-ir/tokenizers]
         [--speed]    also time the `tokenizers` package on the ~100 KB speed text (informational)

@@ -247,7 +247,7 @@ public final class ExecutionPlan {
                     case let .constant(c):
                         constants.append(c)
                         refs.append(.constant(constants.count - 1))
-                        if (op.type == "constexpr_blockwise_shift_scale" && input.name == "scale") || (op.type == "gather" && input.name == "x") {
+                        if OpRegistry.schema(op.type)?.halfViewInputs.contains(input.name) == true {
                             halfViewConstants.insert(constants.count - 1)
                         }
                     }

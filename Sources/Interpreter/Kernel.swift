@@ -117,19 +117,41 @@ public typealias Kernel = (KernelInvocation) throws -> [RuntimeValue]
 public enum KernelRegistry {
     nonisolated(unsafe) private static var extra: [String: Kernel] = [:]
 
-    /// Adds or replaces a kernel (used by other modules, e.g. StateOps).
+    /// Adds or replaces a kernel (used by other modules).
     public static func register(_ op: String, _ kernel: @escaping Kernel) { extra[op] = kernel }
 
     public static func kernel(for op: String) -> Kernel? { extra[op] ?? builtins[op] }
 
     public static var supportedOps: [String] { Set(builtins.keys).union(extra.keys).sorted() }
 
+    /// Op names that two kernel families both register (the later would win): must stay empty.
+    public static var duplicateNames: [String] { built.duplicates }
+
+    /// Ops of the op table that have no kernel, and why. The coverage test fails on a schema
+    /// with neither a kernel nor an entry here, and on an entry that has a kernel after all.
+    public static let withoutKernel: [String: String] = [
+        "const": "a value, not a computation: the plan binds it directly",
+        "cond": "control flow: the plan runs its blocks (ControlFlow.swift)",
+        "while_loop": "control flow: the plan runs its blocks (ControlFlow.swift)",
+        "non_maximum_suppression": "not implemented: output count depends on the data (no conversion recipe in scope emits it)",
+        "quantize": "not implemented yet (issue #12)",
+        "dequantize": "not implemented yet (issue #12); fuse_dequant folds constant dequantize into constexpr ops",
+        "constexpr_lut_to_sparse": "not implemented yet (issue #12)",
+        "constexpr_sparse_blockwise_shift_scale": "not implemented yet (issue #12)",
+    ]
+
     /// Every built-in kernel. Each family contributes a table.
-    static let builtins: [String: Kernel] = {
+    static var builtins: [String: Kernel] { built.table }
+
+    private static let built: (table: [String: Kernel], duplicates: [String]) = {
         var t: [String: Kernel] = [:]
+        var duplicates: [String] = []
         for family in KernelFamilies.all {
-            for (k, v) in family { t[k] = v }
+            for (k, v) in family {
+                if t[k] != nil { duplicates.append(k) }
+                t[k] = v
+            }
         }
-        return t
+        return (t, duplicates.sorted())
     }()
 }

@@ -6,6 +6,8 @@ import CKernels
 public enum KernelISA {
     /// 0 = portable C, 1 = AVX2 + FMA + F16C, 2 = AVX-512 F/BW/VL/DQ.
     public static var level: Int { Int(fk_simd_level()) }
+    /// Threads of the kernel pool (workers + the caller).
+    public static var threads: Int { Int(fk_parallel_width()) }
 
     /// Kernel family → ISA of the body it runs (`"avx512"`, `"avx2"`, `"avx512-vnni"`,
     /// `"portable"`; `a/b` when the body depends on the shape):

@@ -124,6 +124,9 @@ public enum RuntimeValue {
 /// Which op inputs compute on a ``QuantizedTensor`` directly (no dense copy). The plan keeps
 /// a constexpr result compressed only when every consumer is listed here.
 public enum QuantizedConsumers {
-    public static let inputs: Set<String> = ["linear.weight", "matmul.y", "gather.x"]
-    public static func handles(op: String, input: String) -> Bool { inputs.contains("\(op).\(input)") }
+    /// Whether `op`'s kernel computes on a compressed `input` in place (the op table's
+    /// ``OpSchema/compressedInputs``).
+    public static func handles(op: String, input: String) -> Bool {
+        OpRegistry.schema(op)?.compressedInputs.contains(input) ?? false
+    }
 }

@@ -31,7 +31,6 @@ enum ShapeKernels {
             "space_to_depth": spaceToDepth,
             "pixel_shuffle": pixelShuffle,
             "sliding_windows": slidingWindows,
-            "identity": identity,
             "shape": shape,
             "fill": fill,
             "fill_like": fillLike,
@@ -362,10 +361,6 @@ enum ShapeKernels {
     }
 
     /// `identity(x)`: the value itself (tensors, compressed tensors and lists alike).
-    static func identity(_ inv: KernelInvocation) throws -> [RuntimeValue] {
-        [try inv.value("x")]
-    }
-
     /// `shape(x)`: int32 `[rank]`.
     static func shape(_ inv: KernelInvocation) throws -> [RuntimeValue] {
         let s: [Int]

@@ -13,8 +13,6 @@ public struct CommonSubexpressionElimination: FunctionPass {
     public static let summary = "Merge ops that compute the same thing from the same operands."
     public init() {}
 
-    static let neverMerged: Set<String> = ["read_state", "write_state", "coreml_update_state", "const"]
-
     public func run(on function: Function, in model: Model) throws -> PassResult {
         var result = PassResult()
         var seen: [Key: Op] = [:]
@@ -27,8 +25,9 @@ public struct CommonSubexpressionElimination: FunctionPass {
             return i
         }
         for op in function.body.operations {
-            guard !Self.neverMerged.contains(op.type), op.blocks.isEmpty, !op.outputs.isEmpty,
-                  let schema = OpRegistry.schema(op.type), !schema.hasSideEffects else { continue }
+            // Constants are const_deduplication's; a state read depends on when it runs.
+            guard op.type != "const", op.blocks.isEmpty, !op.outputs.isEmpty,
+                  let schema = OpRegistry.schema(op.type), !schema.hasSideEffects, schema.stateAccess == .none else { continue }
             let key = Key(
                 type: op.type,
                 inputs: op.inputs.sorted { $0.name < $1.name }.map { input in

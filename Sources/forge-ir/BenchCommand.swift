@@ -1,8 +1,9 @@
 import Dispatch
 import Foundation
 import GraphIR
+import Tokenizers
 import Interpreter
-import StateOps
+import Generation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -21,13 +22,14 @@ enum BenchCommand: Command {
         summary: "Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).",
         positionals: [PositionalSpec(name: "model", help: ".mlpackage of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
         options: [
-            .option("p", value: "n", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test)."),
-            .option("n", value: "n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test)."),
-            .option("d", value: "n", "Context depth: tokens prefilled (untimed) before each test, as llama-bench -d (default 0)."),
-            .option("r", value: "n", "Repetitions after the warm-up (default 3)."),
-            .option("precision", value: "fp32|fp16", "Numerics (default fp32: Core ML CPU)."),
-            .flag("int8-activations", "Quantize activations to int8 per block of 32 in int8-weight products (llama.cpp Q8_0 style; faster, not Core ML's numerics)."),
-            .option("function", value: "name", "Function to drive (default: the model's default)."),
+            .int("p", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test).", range: 0...Int.max),
+            .int("n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test).", range: 0...Int.max),
+            .int("d", "Context depth: tokens prefilled (untimed) before each test, as llama-bench -d (default 0).", range: 0...Int.max),
+            .int("r", "Repetitions after the warm-up (default 3).", range: 1...Int.max),
+            CommonOptions.precision,
+            CommonOptions.int8Activations,
+            CommonOptions.function,
+            CommonOptions.threads,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),
         ],
@@ -42,16 +44,6 @@ enum BenchCommand: Command {
         """
     )
 
-    static let help = "forge-ir bench"
-
-    static func count(_ args: ParsedArguments, _ name: String, _ d: Int, min lower: Int) throws -> Int {
-        guard let s = args.value(name) else { return d }
-        guard let v = Int(s), v >= lower else {
-            throw UsageError(message: "-\(name) takes a whole number ≥ \(lower), got '\(s)'", helpCommand: help)
-        }
-        return v
-    }
-
     struct Stats {
         var samples: [Double]
         var mean: Double { samples.isEmpty ? 0 : samples.reduce(0, +) / Double(samples.count) }
@@ -65,17 +57,14 @@ enum BenchCommand: Command {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
-        let p = try count(args, "p", 128, min: 0)
-        let n = try count(args, "n", 128, min: 0)
-        let depth = try count(args, "d", 0, min: 0)
-        let reps = try count(args, "r", 3, min: 1)
-        guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0", helpCommand: help) }
-        let precisionText = args.value("precision") ?? "fp32"
-        guard let precision = Precision(rawValue: precisionText) else {
-            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: help)
-        }
+        let p = args.int("p", default: 128)
+        let n = args.int("n", default: 128)
+        let depth = args.int("d", default: 0)
+        let reps = args.int("r", default: 3)
+        guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0") }
+        let precision = args.precision
         let json = args.flag("json"), markdown = args.flag("markdown")
-        guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown", helpCommand: help) }
+        guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown") }
 
         let progress = isatty(2) != 0
         func say(_ s: String) { if progress { Console.err(s) } }
@@ -92,10 +81,10 @@ enum BenchCommand: Command {
         let loadSeconds = seconds(since: t0)
         let ctx = generator.contract.contextLength
         if p > ctx {
-            throw UsageError(message: "-p \(p) exceeds the model's context length \(ctx)", helpCommand: help)
+            throw UsageError(message: "-p \(p) exceeds the model's context length \(ctx)")
         }
         if depth + p + n > ctx {
-            throw UsageError(message: "-d \(depth) + -p \(p) + -n \(n) = \(depth + p + n) tokens exceed the model's context length \(ctx) (decode runs after the prefill)", helpCommand: help)
+            throw UsageError(message: "-d \(depth) + -p \(p) + -n \(n) = \(depth + p + n) tokens exceed the model's context length \(ctx) (decode runs after the prefill)")
         }
 
         // Random ids below the vocabulary size (from the logits type, else from one probe call).
@@ -104,7 +93,7 @@ enum BenchCommand: Command {
             generator.reset()
             vocab = try generator.prefill([0]).count
         }
-        var rng = BenchRNG(seed: 0x5EED_F0A6_E1B3)
+        var rng = SplitMix64(seed: 0x5EED_F0A6_E1B3)
         let ids = (0..<(p + n)).map { _ in Int32(truncatingIfNeeded: rng.next() % UInt64(max(vocab ?? 1, 1))) }
         let prompt = Array(ids[0..<p]), decodeIDs = Array(ids[p...])
         let depthIDs = (0..<depth).map { _ in Int32(truncatingIfNeeded: rng.next() % UInt64(max(vocab ?? 1, 1))) }
@@ -136,7 +125,7 @@ enum BenchCommand: Command {
         let peak = peakResidentBytes()
         let size = packageBytes(path)
         let params = parameterCount(model)
-        let threads = ProcessInfo.processInfo.activeProcessorCount
+        let threads = GEMM.cores
         let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
 
         if json {
@@ -254,18 +243,5 @@ enum BenchCommand: Command {
             for r in rows { out += r.indices.map { pad(r[$0], $0) }.joined(separator: "  ") + "\n" }
         }
         return out
-    }
-}
-
-/// A tiny deterministic generator (SplitMix64) for the benchmark's token ids.
-struct BenchRNG {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

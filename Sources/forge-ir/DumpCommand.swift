@@ -23,8 +23,7 @@ enum DumpCommand: Command {
         let model = try ModelLoader.load(path: path)
         let only = args.value("function")
         if let only, model.program.function(named: only) == nil {
-            let names = model.program.functions.map(\.name).joined(separator: ", ")
-            throw DumpError.unknownFunction(path: path, name: only, available: names)
+            throw CLIError("\(path): " + model.program.noFunctionMessage(only))
         }
 
         if args.flag("json") {
@@ -81,15 +80,4 @@ enum DumpCommand: Command {
 
     static func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s + " " : s + String(repeating: " ", count: n - s.count) }
     static func leftPad(_ s: String, _ n: Int) -> String { s.count >= n ? " " + s : String(repeating: " ", count: n - s.count) + s }
-}
-
-enum DumpError: Error, CustomStringConvertible {
-    case unknownFunction(path: String, name: String, available: String)
-
-    var description: String {
-        switch self {
-        case let .unknownFunction(path, name, available):
-            return "\(path): no function '\(name)'; the model has: \(available)"
-        }
-    }
 }

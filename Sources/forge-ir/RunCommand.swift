@@ -1,7 +1,7 @@
 import Foundation
 import GraphIR
 import Interpreter
-import StateOps
+import Generation
 
 /// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
 /// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`
@@ -11,15 +11,16 @@ enum RunCommand: Command {
         summary: "Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.",
         positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
         options: [
-            .option("function", value: "name", "Function to run (default: the model's default function)."),
+            CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
             .option("input", value: "name=file.npy", "One input (repeatable; overrides --inputs)."),
             .option("out", value: "dir", "Write one <output_name>.npy per output."),
             .option("state-in", value: "dir", "Load states from <dir>/<state>.npy (default: zeros)."),
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
-            .option("precision", value: "fp32|fp16", "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE."),
-            .flag("int8-activations", "Quantize activations to int8 per block of 32 in int8-weight products (llama.cpp Q8_0 style; faster, not Core ML's numerics)."),
-            .option("repeat", value: "n", "Time n calls after one untimed warm-up call, each from the same states; report the median (default: one timed call)."),
+            CommonOptions.precision,
+            CommonOptions.threads,
+            CommonOptions.int8Activations,
+            .int("repeat", "Time n calls after one untimed warm-up call, each from the same states; report the median (default: one timed call).", range: 1...1_000_000),
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
         ],
         discussion: """
@@ -28,48 +29,38 @@ enum RunCommand: Command {
         With --repeat N the function runs N + 1 times (the first untimed), states restored to
         their starting values (--state-in, else zeros) before every call; the outputs and states
         written are those of the last call, and the time reported is the median of the N
-        (`seconds`; `--json` adds `repeat`, `seconds_samples`, `seconds_min`).
+        (`seconds`; `--json` adds `repeat`, `seconds_samples`, `seconds_min`, `threads`).
         """
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
-        let precisionText = args.value("precision") ?? "fp32"
-        guard let precision = Precision(rawValue: precisionText) else {
-            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: "forge-ir run")
-        }
-        var repeats = 0
-        if let s = args.value("repeat") {
-            guard let v = Int(s), v >= 1 else {
-                throw UsageError(message: "--repeat takes a whole number ≥ 1, got '\(s)'", helpCommand: "forge-ir run")
-            }
-            repeats = v
-        }
+        let precision = args.precision
+        let repeats = args.int("repeat", default: 0)
         var inputs: [String: Tensor] = [:]
         if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz) }
         for item in args.values(of: "input") {
             guard let eq = item.firstIndex(of: "="), eq != item.startIndex else {
-                throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'", helpCommand: "forge-ir run")
+                throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'")
             }
             inputs[String(item[..<eq])] = try NPY.read(path: String(item[item.index(after: eq)...]))
         }
         for option in ["out", "state-out"] {
             var isDir: ObjCBool = false
             if let dir = args.value(option), FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), !isDir.boolValue {
-                throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)", helpCommand: "forge-ir run")
+                throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)")
             }
         }
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision,
                                   int8Activations: args.flag("int8-activations"))
-        func restoreStates() throws {
-            if let dir = args.value("state-in") { try session.states.load(from: dir) } else { session.states.reset() }
-        }
         if let dir = args.value("state-in") { try session.states.load(from: dir) }
         var samples: [Double] = []
         var outputs: [String: Tensor] = [:]
         for call in 0...repeats {
-            if call > 0 { try restoreStates() }
+            if call > 0 {
+                if let dir = args.value("state-in") { try session.states.load(from: dir) } else { session.states.reset() }
+            }
             let start = DispatchTime.now().uptimeNanoseconds
             outputs = try session.predict(inputs)
             let dt = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
@@ -103,7 +94,7 @@ enum RunCommand: Command {
                 obj["repeat"] = .int(repeats)
                 obj["seconds_samples"] = .array(samples.map { .double($0) })
                 obj["seconds_min"] = .double(sorted[0])
-                obj["threads"] = .int(ProcessInfo.processInfo.activeProcessorCount)
+                obj["threads"] = .int(Int(KernelISA.threads))
             }
             let json = JSONValue.object(obj)
             Console.out(json.render(pretty: true) + "\n")

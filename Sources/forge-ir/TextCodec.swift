@@ -1,4 +1,4 @@
-import StateOps
+import Tokenizers
 
 /// The tokenizer and chat template as `generate` uses them.
 struct TextCodec {
@@ -30,7 +30,7 @@ struct TextCodec {
             template = ChatTemplate.detect(for: tokenizer) ?? .chatML
         } else {
             guard let t = ChatTemplate.named(name) else {
-                throw UsageError(message: "unknown chat template '\(name)' (templates: auto, \(ChatTemplate.all.map(\.name).joined(separator: ", ")))", helpCommand: "forge-ir generate")
+                throw UsageError(message: "unknown chat template '\(name)' (templates: auto, \(ChatTemplate.all.map(\.name).joined(separator: ", ")))")
             }
             template = t
         }

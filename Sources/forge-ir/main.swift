@@ -51,9 +51,9 @@ func oneLine(_ error: Error) -> String {
     return text.split(whereSeparator: \.isNewline).joined(separator: " ")
 }
 
-func usageFailure(_ e: UsageError) -> Int32 {
+func usageFailure(_ e: UsageError, verb: String) -> Int32 {
     Console.err("\(ArgumentParser.toolName): error: \(oneLine(e))\n")
-    Console.err("Run '\(e.helpCommand) --help' for usage.\n")
+    Console.err("Run '\(e.helpCommand ?? "\(ArgumentParser.toolName) \(verb)") --help' for usage.\n")
     return ExitCode.usage
 }
 
@@ -80,7 +80,8 @@ func main(_ argv: [String]) -> Int32 {
         break
     }
     guard let command = commands.first(where: { $0.spec.name == verb }) else {
-        let what = verb.hasPrefix("-") ? "unknown option '\(verb)'" : "unknown verb '\(verb)'"
+        let what = verb.hasPrefix("-") ? "unknown option '\(verb)'"
+            : "unknown verb '\(verb)'" + NameSuggestion.hint(verb, in: commands.map { $0.spec.name })
         Console.err("\(ArgumentParser.toolName): error: \(what)\n")
         Console.err("Run 'forge-ir --help' for the list of verbs.\n")
         return ExitCode.usage
@@ -91,9 +92,11 @@ func main(_ argv: [String]) -> Int32 {
             Console.out(ArgumentParser.help(command.spec))
             return ExitCode.ok
         }
+        // The kernels' thread pool starts on first use and reads FORGE_THREADS then.
+        if let n = args.int("threads") { setenv("FORGE_THREADS", String(n), 1) }
         return try command.run(args)
     } catch let e as UsageError {
-        return usageFailure(e)
+        return usageFailure(e, verb: verb)
     } catch {
         Console.err("\(ArgumentParser.toolName): error: \(oneLine(error))\n")
         return ExitCode.failure

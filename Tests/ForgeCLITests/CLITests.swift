@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import TestSupport
 import XCTest
 
 /// Runs the built `forge-ir` binary and compares exit code, stdout and stderr with snapshots.
@@ -7,11 +8,7 @@ import XCTest
 /// Text snapshots live in `Tests/ForgeCLITests/Snapshots/`; run with
 /// `FORGE_IR_UPDATE_SNAPSHOTS=1` to rewrite them after an intended change (then review the diff).
 final class CLITests: XCTestCase {
-    static let repoRoot: String = {
-        var url = URL(fileURLWithPath: #filePath)
-        for _ in 0..<3 { url.deleteLastPathComponent() }
-        return url.path
-    }()
+    static var repoRoot: String { Fixtures.repoRoot }
 
     static let snapshotDir = repoRoot + "/Tests/ForgeCLITests/Snapshots"
 

@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import TestSupport
 import XCTest
 
 /// `forge-ir optimize` through the binary.

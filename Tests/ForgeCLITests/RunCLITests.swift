@@ -1,6 +1,7 @@
 import Foundation
 import GraphIR
 import Interpreter
+import TestSupport
 import XCTest
 
 /// `forge-ir run` end to end through the binary.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import XCTest
 
 /// Mistakes a new user makes, each answered by one clear line and a non-zero exit.

@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import TestSupport
 import XCTest
 
 /// `ModelWriter.PackageOptions.largeImmediatesAsBlobs` (default on): immediate tensors that

@@ -1,5 +1,6 @@
 import CoreMLProto
 import Foundation
+import TestSupport
 import XCTest
 @testable import GraphIR
 

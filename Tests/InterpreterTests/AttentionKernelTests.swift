@@ -1,6 +1,7 @@
 import CKernels
 import GraphIR
 @testable import Interpreter
+import TestSupport
 import XCTest
 
 /// `fk_attention` (C, portable and F16C bodies) against the Swift reference

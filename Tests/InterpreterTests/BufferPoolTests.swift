@@ -1,7 +1,7 @@
 import Foundation
 import GraphIR
 @testable import Interpreter
-import StateOps
+import TestSupport
 import XCTest
 
 /// Buffer planning: after a warm-up, a decode call of a stateful model takes every kernel
@@ -11,8 +11,8 @@ final class BufferPoolTests: XCTestCase {
     /// Runs the torch reference calls of `name` (prefill, then decode), checking on the later
     /// decode calls that no kernel output was allocated.
     func steadyState(_ name: String, tolerance: Float = 1e-2, file: StaticString = #filePath, line: UInt = #line) throws {
-        let model = try ModelLoader.load(path: StatefulModelTests.modelsDir + name + ".mlpackage")
-        let ref = try NPZ.read(path: StatefulModelTests.modelsDir + "reference/" + name + "_run.npz")
+        let model = try ModelLoader.load(path: Fixtures.modelsDir + name + ".mlpackage")
+        let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/" + name + "_run.npz")
         let session = try Session(model: model)
         session.plan.pool.tracking = true
         let calls = ref.keys.filter { $0.hasSuffix("_logits") }.count
@@ -93,8 +93,8 @@ final class BufferPoolTests: XCTestCase {
     /// The same plan run from several threads at once: runs take turns on the plan's pool and
     /// constant caches (no crash, every result that of a serial run).
     func testConcurrentRunsOfOnePlan() throws {
-        let model = try ModelLoader.load(path: StatefulModelTests.modelsDir + "mixed_dtypes.mlpackage")
-        let inputs = try NPZ.read(path: StatefulModelTests.modelsDir + "inputs/mixed_dtypes.npz")
+        let model = try ModelLoader.load(path: Fixtures.modelsDir + "mixed_dtypes.mlpackage")
+        let inputs = try NPZ.read(path: Fixtures.modelsDir + "inputs/mixed_dtypes.npz")
         let plan = try ExecutionPlan(function: model.program.function(named: model.defaultFunctionName)!)
         let want = try plan.run(inputs: inputs)
         let bad = UnsafeMutablePointer<Int>.allocate(capacity: 1)

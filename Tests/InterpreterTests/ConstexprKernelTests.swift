@@ -1,3 +1,4 @@
+import TestSupport
 import XCTest
 
 /// Per-op vectors for the compressed-weight `constexpr_*` kernels and `slice_update`

@@ -1,5 +1,6 @@
 import GraphIR
 @testable import Interpreter
+import TestSupport
 import XCTest
 
 /// `cond` and `while_loop` (MIL iOS15 control flow) run their nested blocks.

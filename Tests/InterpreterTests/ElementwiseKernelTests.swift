@@ -1,6 +1,7 @@
 import Foundation
 import GraphIR
 @testable import Interpreter
+import TestSupport
 import XCTest
 
 /// Elementwise, activation, reduction and normalization kernels: the numpy/torch vectors of
@@ -94,7 +95,7 @@ final class ElementwiseKernelTests: XCTestCase {
     /// The fast paths (same shape, scalar, merged-dimension runs) agree exactly with the
     /// per-element reference on random broadcastable shapes, including 0- and 1-sized dims.
     func testBroadcastFastPathsMatchReference() throws {
-        var rng = SplitMix(seed: 42)
+        var rng = SplitMix64(seed: 42)
         for trial in 0..<600 {
             let (out, shapes) = randomBroadcast(&rng, inputs: 3)
             let sa = shapes[0], sb = shapes[1], sc = shapes[2]
@@ -122,7 +123,7 @@ final class ElementwiseKernelTests: XCTestCase {
 
     /// The `add` / `select` kernels on random shapes against the reference (int32 and float).
     func testKernelsOnRandomShapesMatchReference() throws {
-        var rng = SplitMix(seed: 7)
+        var rng = SplitMix64(seed: 7)
         for trial in 0..<200 {
             let (_, shapes) = randomBroadcast(&rng, inputs: 2)
             let x = Tensor(.int32, shape: shapes[0], ints: (0..<shapes[0].reduce(1, *)).map { _ in Int32(rng.next() % 100) })
@@ -140,7 +141,7 @@ final class ElementwiseKernelTests: XCTestCase {
     /// Reductions over every axis subset of random shapes: contiguous (in place), non-contiguous
     /// (permuted) and keep_dims layouts agree with a naive Double reference.
     func testReductionLayoutsMatchNaiveReference() throws {
-        var rng = SplitMix(seed: 3)
+        var rng = SplitMix64(seed: 3)
         for trial in 0..<150 {
             let rank = Int(rng.next() % 4) + 1
             let shape = (0..<rank).map { _ in Int(rng.next() % 4) + 1 }
@@ -188,7 +189,7 @@ final class ElementwiseKernelTests: XCTestCase {
     }
 
     /// A random output shape (rank 0–4, dims 0–4) and input shapes that broadcast to it.
-    func randomBroadcast(_ rng: inout SplitMix, inputs: Int) -> ([Int], [[Int]]) {
+    func randomBroadcast(_ rng: inout SplitMix64, inputs: Int) -> ([Int], [[Int]]) {
         let rank = Int(rng.next() % 5)
         let out = (0..<rank).map { _ -> Int in
             let r = rng.next() % 10
@@ -207,16 +208,4 @@ final class ElementwiseKernelTests: XCTestCase {
     }
 }
 
-/// Deterministic generator for the random-shape tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 

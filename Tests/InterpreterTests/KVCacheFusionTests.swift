@@ -1,5 +1,6 @@
 import GraphIR
 @testable import Interpreter
+import TestSupport
 import XCTest
 
 /// The execution fusions of a KV-cache layer built like the LLM graphs (scatter / slice_update

@@ -1,6 +1,7 @@
 import Foundation
 import GraphIR
 @testable import Interpreter
+import TestSupport
 import XCTest
 import CKernels
 
@@ -630,15 +631,9 @@ final class MatmulKernelTests: XCTestCase {
 
 /// Deterministic random numbers for the tests.
 struct MMRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    var g: SplitMix64
+    init(seed: UInt64) { g = SplitMix64(seed: seed) }
+    mutating func next() -> UInt64 { g.next() }
     /// Uniform in [-1, 1).
     mutating func float() -> Float { Float(next() >> 40) / Float(1 << 23) - 1 }
     mutating func floats(_ n: Int) -> [Float] { (0..<n).map { _ in float() } }

@@ -1,18 +1,14 @@
 import Foundation
+import TestSupport
 import XCTest
 @testable import Interpreter
 import GraphIR
 
 final class NPYTests: XCTestCase {
-    static let root: String = {
-        var url = URL(fileURLWithPath: #filePath)
-        for _ in 0..<3 { url.deleteLastPathComponent() }
-        return url.path
-    }()
 
     /// Reads an archive written by numpy (`np.savez`) in tools/make_fixtures.py.
     func testReadsNumpyArchive() throws {
-        let arrays = try NPZ.read(path: NPYTests.root + "/models-ir/reference/tiny_llama_fp16_run.npz")
+        let arrays = try NPZ.read(path: Fixtures.repoRoot + "/models-ir/reference/tiny_llama_fp16_run.npz")
         let ids = try XCTUnwrap(arrays["call0_input_ids"])
         XCTAssertEqual(ids.dtype, .int32)
         XCTAssertEqual(ids.shape, [1, 7])

@@ -1,7 +1,7 @@
 import Foundation
 import GraphIR
 @testable import Interpreter
-import StateOps
+import TestSupport
 import XCTest
 
 /// Selecting one row of the logits: the row equals the torch reference's row (and the full
@@ -17,8 +17,8 @@ final class RowSelectionTests: XCTestCase {
 
     func testLastRowOfPrefillMatchesTorch() throws {
         for name in ["tiny_llama_fp16", "tiny_llama_int8"] {
-            let model = try ModelLoader.load(path: StatefulModelTests.modelsDir + name + ".mlpackage")
-            let ref = try NPZ.read(path: StatefulModelTests.modelsDir + "reference/" + name + "_run.npz")
+            let model = try ModelLoader.load(path: Fixtures.modelsDir + name + ".mlpackage")
+            let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/" + name + "_run.npz")
             let want = try XCTUnwrap(ref["call0_logits"])  // [1, 7, vocab] from torch
             let s = want.shape[1], vocab = want.shape[2]
             for row in [0, s - 1] {
@@ -41,8 +41,8 @@ final class RowSelectionTests: XCTestCase {
     }
 
     func testFullOutputRestored() throws {
-        let model = try ModelLoader.load(path: StatefulModelTests.modelsDir + "tiny_llama_fp16.mlpackage")
-        let ref = try NPZ.read(path: StatefulModelTests.modelsDir + "reference/tiny_llama_fp16_run.npz")
+        let model = try ModelLoader.load(path: Fixtures.modelsDir + "tiny_llama_fp16.mlpackage")
+        let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/tiny_llama_fp16_run.npz")
         let session = try Session(model: model)
         try session.plan.selectRow(3, of: "logits")
         try session.plan.selectRow(nil, of: "logits")
@@ -51,8 +51,8 @@ final class RowSelectionTests: XCTestCase {
     }
 
     func testMisuseIsRefused() throws {
-        let model = try ModelLoader.load(path: StatefulModelTests.modelsDir + "tiny_llama_fp16.mlpackage")
-        let ref = try NPZ.read(path: StatefulModelTests.modelsDir + "reference/tiny_llama_fp16_run.npz")
+        let model = try ModelLoader.load(path: Fixtures.modelsDir + "tiny_llama_fp16.mlpackage")
+        let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/tiny_llama_fp16_run.npz")
         let session = try Session(model: model)
         XCTAssertFalse(session.plan.canSelectRow(of: "input_ids"))
         XCTAssertThrowsError(try session.plan.selectRow(0, of: "no_such_output")) { e in

@@ -2,7 +2,7 @@ import CKernels
 import Foundation
 import GraphIR
 @testable import Interpreter
-import StateOps
+import TestSupport
 import XCTest
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,7 @@
 import Foundation
 import GraphIR
 @testable import Interpreter
-import StateOps
+import TestSupport
 import XCTest
 
 /// Whole stateful models against torch: the fixtures' `*_run.npz` hold the inputs of a prefill
@@ -9,11 +9,10 @@ import XCTest
 /// (tools/tiny_llama.py). The fp16 package rounds weights, states and outputs to fp16, so a
 /// small error remains; the issue bounds it at 1e-2 on logits of magnitude ~10.
 final class StatefulModelTests: XCTestCase {
-    static let modelsDir = NPYTests.root + "/models-ir/"
 
     func runReference(_ name: String, tolerance: Float, file: StaticString = #filePath, line: UInt = #line) throws {
-        let model = try ModelLoader.load(path: Self.modelsDir + name + ".mlpackage")
-        let ref = try NPZ.read(path: Self.modelsDir + "reference/" + name + "_run.npz")
+        let model = try ModelLoader.load(path: Fixtures.modelsDir + name + ".mlpackage")
+        let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/" + name + "_run.npz")
         let session = try Session(model: model)
         var worst: Float = 0
         for k in 0..<6 {
@@ -53,8 +52,8 @@ final class StatefulModelTests: XCTestCase {
     /// A prefill of N tokens and N single-token calls over the same cache give the same logits
     /// for the last position.
     func testPrefillEqualsTokenByToken() throws {
-        let model = try ModelLoader.load(path: Self.modelsDir + "tiny_llama_fp16.mlpackage")
-        let ref = try NPZ.read(path: Self.modelsDir + "reference/tiny_llama_fp16_run.npz")
+        let model = try ModelLoader.load(path: Fixtures.modelsDir + "tiny_llama_fp16.mlpackage")
+        let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/tiny_llama_fp16_run.npz")
         let ids = try XCTUnwrap(ref["call0_input_ids"]).ints
         let n = ids.count, ctx = 64
         let prefill = try Session(model: model)
@@ -73,7 +72,7 @@ final class StatefulModelTests: XCTestCase {
     /// The KV writes run in place and attention reads the caches without tiled copies; fp16
     /// precision keeps the unfused ops (per-op rounding).
     func testExecutionFusionsApply() throws {
-        let model = try ModelLoader.load(path: Self.modelsDir + "tiny_llama_fp16.mlpackage")
+        let model = try ModelLoader.load(path: Fixtures.modelsDir + "tiny_llama_fp16.mlpackage")
         let f = try XCTUnwrap(model.defaultFunction)
         let plan = try ExecutionPlan(function: f)
         XCTAssertEqual(plan.fusions["state_write"], 4)
@@ -85,7 +84,7 @@ final class StatefulModelTests: XCTestCase {
     func testInt8NeverHoldsDenseWeights() throws {
         // The int8 package's quantized weights reach `linear`/`gather` as QuantizedTensor; only
         // these consumers may see them, so no dense fp32 copy of a weight matrix is made.
-        let model = try ModelLoader.load(path: Self.modelsDir + "tiny_llama_int8.mlpackage")
+        let model = try ModelLoader.load(path: Fixtures.modelsDir + "tiny_llama_int8.mlpackage")
         let f = try XCTUnwrap(model.defaultFunction)
         var consumers = Set<String>()
         f.body.walk { op in
@@ -102,7 +101,7 @@ final class StatefulModelTests: XCTestCase {
         // At run time every quantized weight is a view of weight.bin: int8 data and fp16 scales
         // read in place (no fp32 copy of the scales either).
         let session = try Session(model: model)
-        let ref = try NPZ.read(path: Self.modelsDir + "reference/tiny_llama_int8_run.npz")
+        let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/tiny_llama_int8_run.npz")
         var inputs: [String: Tensor] = [:]
         for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] { inputs[input] = try XCTUnwrap(ref["call0_\(input)"]) }
         _ = try session.predict(inputs)
@@ -114,15 +113,5 @@ final class StatefulModelTests: XCTestCase {
             guard case .half = q.scales else { XCTFail("scales of a \(q.shape) weight were widened to fp32"); continue }
         }
         XCTAssertEqual(quantized, 16)
-    }
-}
-
-/// Inputs of the four-input LLM contract for a window of token ids (the generator's own builder).
-enum LLMInputs {
-    static func make(ids: [Int32], offset: Int, ctx: Int) -> [String: Tensor] {
-        let model = try! ModelLoader.load(path: StatefulModelTests.modelsDir + "tiny_llama_fp16.mlpackage")
-        let contract = try! LLMContract(function: model.defaultFunction!)
-        precondition(contract.contextLength == ctx)
-        return contract.inputs(ids: ids, position: offset)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import GraphIR
 @testable import Interpreter
+import TestSupport
 import XCTest
 
 /// Tensor transformation / tensor operation kernels (``ShapeKernels``, ``IndexKernels``).

@@ -2,6 +2,7 @@ import Foundation
 import GraphIR
 import Interpreter
 @testable import Passes
+import TestSupport
 import XCTest
 
 /// Structural and golden-text tests of the cleanup passes on programs built in Swift.
@@ -170,7 +171,7 @@ final class CleanupPassTests: XCTestCase {
 
     func testPipelinesKeepFixturesValidAndLoadable() throws {
         for name in ["tiny_llama_fp16", "tiny_llama_int8", "tiny_llama_dynamic_end", "multifunction", "enumerated_shapes", "mixed_dtypes"] {
-            let model = try ModelLoader.load(path: PassFixtures.path(name + ".mlpackage"))
+            let model = try ModelLoader.load(path: Fixtures.path(name + ".mlpackage"))
             let manager = PassManager(passes: Pipelines.defaultPipeline)
             try manager.run(on: model)
             let dir = NSTemporaryDirectory() + "forge-ir-opt-" + UUID().uuidString
@@ -183,11 +184,3 @@ final class CleanupPassTests: XCTestCase {
     }
 }
 
-enum PassFixtures {
-    static let root: String = {
-        var url = URL(fileURLWithPath: #filePath)
-        for _ in 0..<3 { url.deleteLastPathComponent() }
-        return url.path
-    }()
-    static func path(_ name: String) -> String { root + "/models-ir/" + name }
-}

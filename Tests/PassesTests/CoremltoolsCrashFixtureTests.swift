@@ -2,7 +2,7 @@ import Foundation
 import GraphIR
 import Interpreter
 @testable import Passes
-import StateOps
+import TestSupport
 import XCTest
 
 /// `models-ir/coremltools_crash_end_index.mlpackage` (tools/make_crash_fixture.py): the end
@@ -11,7 +11,7 @@ import XCTest
 /// "Cannot delete op 'end_1' …" (tools/NOTES.md). `lower_slice_update` must lower both writes,
 /// the one whose end comes through `stack` included.
 final class CoremltoolsCrashFixtureTests: XCTestCase {
-    func load() throws -> Model { try ModelLoader.load(path: PassFixtures.path("coremltools_crash_end_index.mlpackage")) }
+    func load() throws -> Model { try ModelLoader.load(path: Fixtures.path("coremltools_crash_end_index.mlpackage")) }
 
     func count(_ model: Model, _ type: String) -> Int {
         var n = 0

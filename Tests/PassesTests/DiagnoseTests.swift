@@ -2,12 +2,12 @@ import Foundation
 import GraphIR
 import Interpreter
 @testable import Passes
-import StateOps
+import TestSupport
 import XCTest
 
 /// Symbolic shape inference and `diagnose` on the committed fixtures and on Swift-built programs.
 final class DiagnoseTests: XCTestCase {
-    func load(_ name: String) throws -> Model { try ModelLoader.load(path: PassFixtures.path(name)) }
+    func load(_ name: String) throws -> Model { try ModelLoader.load(path: Fixtures.path(name)) }
 
     /// Codes of the findings above `info`.
     func significant(_ d: Diagnosis) -> [String] { d.findings.filter { $0.severity != .info }.map(\.code) }

@@ -2,7 +2,7 @@ import Foundation
 import GraphIR
 import Interpreter
 @testable import Passes
-import StateOps
+import TestSupport
 import XCTest
 
 /// `fuse_dequant` on programs built in Swift: structure, golden text, and the interpreter's
@@ -484,7 +484,7 @@ final class FuseDequantTests: XCTestCase {
     /// default pipeline keeps every weight compressed.
     func testLLMFixturesStayCompressed() throws {
         for name in ["tiny_llama_int8", "mixed_dtypes"] {
-            let model = try ModelLoader.load(path: PassFixtures.path(name + ".mlpackage"))
+            let model = try ModelLoader.load(path: Fixtures.path(name + ".mlpackage"))
             func count(_ t: String) -> Int { var n = 0; model.program.functions[0].body.walk { if $0.type == t { n += 1 } }; return n }
             let compressed = count("constexpr_blockwise_shift_scale") + count("constexpr_lut_to_dense")
             let r = try FuseDequant().run(on: model)

@@ -2,13 +2,13 @@ import Foundation
 import GraphIR
 import Interpreter
 @testable import Passes
-import StateOps
+import TestSupport
 import XCTest
 
 /// `lower_slice_update` on the dynamic-end-index fixture (a torch slice assignment
 /// `cache[:, :, off:off+S, :] = k` converted by coremltools 9).
 final class LowerSliceUpdateTests: XCTestCase {
-    func load() throws -> Model { try ModelLoader.load(path: PassFixtures.path("tiny_llama_dynamic_end.mlpackage")) }
+    func load() throws -> Model { try ModelLoader.load(path: Fixtures.path("tiny_llama_dynamic_end.mlpackage")) }
 
     func count(_ model: Model, _ type: String) -> Int {
         var n = 0
@@ -37,7 +37,7 @@ final class LowerSliceUpdateTests: XCTestCase {
     }
 
     func testStaticWritesAreLeftAlone() throws {
-        let model = try ModelLoader.load(path: PassFixtures.path("tiny_llama_fp16.mlpackage"))
+        let model = try ModelLoader.load(path: Fixtures.path("tiny_llama_fp16.mlpackage"))
         XCTAssertFalse(try LowerSliceUpdate().run(on: model).changed)
     }
 
@@ -53,7 +53,7 @@ final class LowerSliceUpdateTests: XCTestCase {
         for i in 0..<10 { steps.append([Int32(11 + 17 * i)]) }
         var offset = 0
         for ids in steps {
-            let inputs = PassLLMInputs.make(ids: ids, offset: offset, ctx: 64)
+            let inputs = LLMInputs.make(ids: ids, offset: offset, ctx: 64)
             let oa = try a.predict(inputs), ob = try b.predict(inputs)
             XCTAssertEqual(oa["logits"]!.floats, ob["logits"]!.floats, "logits differ at offset \(offset)")
             offset += ids.count
@@ -61,15 +61,5 @@ final class LowerSliceUpdateTests: XCTestCase {
         for (name, buf) in a.states.buffers {
             XCTAssertEqual(buf.tensor().floats, b.states.buffers[name]!.tensor().floats, "state \(name) differs")
         }
-    }
-}
-
-enum PassLLMInputs {
-    /// The four contract inputs as the generator builds them.
-    static func make(ids: [Int32], offset: Int, ctx: Int) -> [String: Tensor] {
-        let model = try! ModelLoader.load(path: PassFixtures.path("tiny_llama_fp16.mlpackage"))
-        let contract = try! LLMContract(function: model.defaultFunction!)
-        precondition(contract.contextLength == ctx)
-        return contract.inputs(ids: ids, position: offset)
     }
 }

@@ -40,7 +40,7 @@ public struct ClampFP16Constants: FunctionPass {
     static let maxElements = 1 << 22
 
     /// The first value of const `op` that is out of the fp16 range where it is used in fp16, or nil.
-    static func outOfRange(_ op: Op, uses: UseMap) -> Double? {
+    public static func outOfRange(_ op: Op, uses: UseMap) -> Double? {
         guard op.type == "const", let v = op.outputs.first, let c = op.attribute("val"), let t = c.type.tensorType,
               let n = t.elementCount, n <= maxElements else { return nil }
         // ±inf as a `clip` bound means "no bound" (torch's clamp(min=…) converts so): harmless.

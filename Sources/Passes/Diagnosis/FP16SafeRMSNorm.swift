@@ -60,8 +60,8 @@ public struct FP16SafeRMSNorm: FunctionPass {
             let uses = UseMap(function)
             guard let m = RMSNormIdiom.match(square: op, uses: uses), let block = op.parent,
                   let xt = m.x.type.tensorType, let reducedType = m.mean.outputs.first?.type,
-                  let axesValue = m.mean.operand("axes").flatMap(ContextHelpers.constValue),
-                  let keepValue = m.mean.operand("keep_dims").flatMap(ContextHelpers.constValue) else { continue }
+                  let axesValue = m.mean.operand("axes").flatMap(\.constValue),
+                  let keepValue = m.mean.operand("keep_dims").flatMap(\.constValue) else { continue }
             let base = op.name
             var newOps: [Op] = []
             func name(_ suffix: String) -> String { names.fresh("\(base)_\(suffix)") }

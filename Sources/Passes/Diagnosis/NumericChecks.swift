@@ -1,7 +1,7 @@
 import GraphIR
 
 /// fp16-unsafe idioms visible in the graph without running it.
-enum NumericChecks {
+public enum NumericChecks {
     static let fp16Max = 65504.0
 
     static func run(function f: Function) -> [Finding] {
@@ -57,7 +57,7 @@ enum NumericChecks {
         return a.operand("x")?.value === x
     }
 
-    static func isSquare(_ op: Op) -> Bool {
+    public static func isSquare(_ op: Op) -> Bool {
         switch op.type {
         case "square": return true
         case "mul":
@@ -65,7 +65,7 @@ enum NumericChecks {
             return x === y
         case "pow":
             guard let y = op.operand("y") else { return false }
-            return ContextHelpers.constValue(y)?.doubles() == [2]
+            return y.constValue?.doubles() == [2]
         default: return false
         }
     }

@@ -12,7 +12,7 @@ import GraphIR
 ///
 /// Shared by `NumericChecks` (which points at `fp16_safe_rms_norm` only when the idiom matches)
 /// and ``FP16SafeRMSNorm``.
-struct RMSNormIdiom {
+public struct RMSNormIdiom {
     var x: Value
     var square: Op
     var mean: Op
@@ -29,7 +29,7 @@ struct RMSNormIdiom {
     /// Matches the idiom starting at its square op. Requires every intermediate to have exactly
     /// one user (so that rewriting it changes nothing else), `keep_dims = true`, an fp16 square,
     /// and an `x` that is not already divided by its row max (the safe form).
-    static func match(square op: Op, uses: UseMap) -> RMSNormIdiom? {
+    public static func match(square op: Op, uses: UseMap) -> RMSNormIdiom? {
         guard NumericChecks.isSquare(op), let sq = op.outputs.first, sq.type.tensorType?.dtype == .fp16,
               let x = op.operand("x")?.value, x.type.tensorType?.dtype == .fp16,
               !NumericChecks.isScaledByRowMax(x) else { return nil }
@@ -39,15 +39,15 @@ struct RMSNormIdiom {
             return u[0]
         }
         guard let mean = onlyUser(sq), mean.type == "reduce_mean", mean.operand("x")?.value === sq,
-              let keep = mean.operand("keep_dims").flatMap(ContextHelpers.constValue)?.ints(), keep == [1],
-              mean.operand("axes").flatMap(ContextHelpers.constValue)?.ints() != nil,
+              let keep = mean.operand("keep_dims").flatMap(\.constValue)?.ints(), keep == [1],
+              mean.operand("axes").flatMap(\.constValue)?.ints() != nil,
               let ms = mean.outputs.first, let next = onlyUser(ms) else { return nil }
         var addEps: Op?, epsInput: String?, eps = 0.0
         var rootOp = next
         if next.type == "add" {
             let other = next.operand("x")?.value === ms ? "y" : "x"
             guard next.operand(other == "y" ? "x" : "y")?.value === ms,
-                  let c = next.operand(other).flatMap(ContextHelpers.constValue)?.doubles(), c.count == 1, c[0] >= 0,
+                  let c = next.operand(other).flatMap(\.constValue)?.doubles(), c.count == 1, c[0] >= 0,
                   let v = next.outputs.first, let r = onlyUser(v) else { return nil }
             addEps = next
             epsInput = other
@@ -71,7 +71,7 @@ struct RMSNormIdiom {
     }
 
     /// Human description of the chain, e.g. `mul → reduce_mean → add → rsqrt → mul`.
-    var chain: String {
+    public var chain: String {
         ([square, mean] + (addEps.map { [$0] } ?? []) + [root, apply]).map(\.type).joined(separator: " → ")
     }
 }

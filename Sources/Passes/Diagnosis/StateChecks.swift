@@ -1,13 +1,13 @@
 import GraphIR
 
 /// Op positions in a function body (pre-order over nested blocks), for locating findings.
-struct OpIndex {
+public struct OpIndex {
     private var index: [ObjectIdentifier: Int] = [:]
-    init(_ f: Function) {
+    public init(_ f: Function) {
         var i = 0
         f.body.walk { op in index[ObjectIdentifier(op)] = i; i += 1 }
     }
-    func ref(_ op: Op) -> Finding.OpRef { Finding.OpRef(name: op.name, type: op.type, index: index[ObjectIdentifier(op)] ?? -1) }
+    public func ref(_ op: Op) -> Finding.OpRef { Finding.OpRef(name: op.name, type: op.type, index: index[ObjectIdentifier(op)] ?? -1) }
 }
 
 /// Patterns of stateful models Core ML fails on.

@@ -1,5 +1,6 @@
 import Dispatch
 import GraphIR
+import Tokenizers
 import Interpreter
 #if canImport(Glibc)
 import Glibc

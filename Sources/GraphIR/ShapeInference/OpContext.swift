@@ -47,7 +47,7 @@ struct OpContext {
     /// The constant behind an operand: an immediate, or the `val` of a `const` op.
     func constValue(_ name: String) -> ConstValue? {
         guard let o = operand(name) else { return nil }
-        return ContextHelpers.constValue(o)
+        return o.constValue
     }
 
     func value(_ o: Operand) -> SymValue? {
@@ -150,16 +150,19 @@ struct OpContext {
     }
 }
 
-enum ContextHelpers {
-    static func constValue(_ o: Operand) -> ConstValue? {
-        switch o {
+extension Operand {
+    /// The value of an inline constant or of a value produced by `const`; nil otherwise.
+    public var constValue: ConstValue? {
+        switch self {
         case let .constant(c): return c
         case let .value(v):
             guard let p = v.producer, p.type == "const" else { return nil }
             return p.attribute("val")
         }
     }
+}
 
+enum ContextHelpers {
     /// The elements of a small integer constant.
     static func intValue(_ c: ConstValue) -> SymValue? {
         guard let t = c.type.tensorType, t.dtype.isInteger, let n = t.elementCount, n <= 4096, let v = c.ints() else { return nil }

@@ -2,37 +2,38 @@ import Foundation
 import GraphIR
 import Interpreter
 import Passes
-import StateOps
+import Generation
 
 /// The runtime part of `forge-ir diagnose` (`--precision fp16`, `--dynamic`): builds the calls
-/// from `--inputs` or from the stateful LLM contract (StateOps) and runs `RuntimeChecks`.
-enum DiagnoseRuntime {
-    struct Request {
-        var fp16 = false
-        var dynamic = false
-        var inputs: [String: Tensor]?
-        var inputsPath: String?
-        var promptIDs: [Int32]?
-    }
-
-    /// Default prompt length of the generated calls.
-    static let defaultLength = 16
-
-    /// Deterministic token ids in 0..<vocab (SplitMix64).
-    static func randomIDs(_ n: Int, vocab: Int, seed: UInt64 = 0) -> [Int32] {
-        var state = seed
-        return (0..<n).map { _ in
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            z ^= z >> 31
-            return Int32(z % UInt64(max(vocab, 1)))
+/// from `--inputs` or from the stateful LLM contract (Generation) and runs `RuntimeChecks`.
+public enum DiagnoseRuntime {
+    public struct Request {
+        public var fp16 = false
+        public var dynamic = false
+        public var inputs: [String: Tensor]?
+        public var inputsPath: String?
+        public var promptIDs: [Int32]?
+        public init(fp16: Bool = false, dynamic: Bool = false, inputs: [String: Tensor]? = nil,
+                    inputsPath: String? = nil, promptIDs: [Int32]? = nil) {
+            self.fp16 = fp16
+            self.dynamic = dynamic
+            self.inputs = inputs
+            self.inputsPath = inputsPath
+            self.promptIDs = promptIDs
         }
     }
 
+    /// Default prompt length of the generated calls.
+    public static let defaultLength = 16
+
+    /// Deterministic token ids in 0..<vocab (SplitMix64).
+    public static func randomIDs(_ n: Int, vocab: Int, seed: UInt64 = 0) -> [Int32] {
+        var g = SplitMix64(seed: seed)
+        return (0..<n).map { _ in Int32(g.next() % UInt64(max(vocab, 1))) }
+    }
+
     /// Runs the requested checks on `functions` of `model` and adds them to `d`.
-    static func run(_ r: Request, model: Model, functions: [String], into d: inout Diagnosis) throws {
+    public static func run(_ r: Request, model: Model, functions: [String], into d: inout Diagnosis) throws {
         for name in functions {
             guard let f = model.program.function(named: name) else { continue }
             let seqSymbol = d.functions.first { $0.name == name }?.sequenceSymbol
@@ -42,7 +43,7 @@ enum DiagnoseRuntime {
             do { contract = try LLMContract(function: f) } catch { contractError = error }
             if let c = contract, !c.extraInputs.isEmpty, r.inputs == nil {
                 contract = nil
-                contractError = DiagnoseCLIError("function '\(name)' also takes \(c.extraInputs.map { "'\($0.name)'" }.joined(separator: ", ")), which diagnose cannot generate")
+                contractError = DiagnoseRequestError("function '\(name)' also takes \(c.extraInputs.map { "'\($0.name)'" }.joined(separator: ", ")), which diagnose cannot generate")
             }
             // The token ids and the length N of the generated calls.
             var ids: [Int32] = []
@@ -56,7 +57,7 @@ enum DiagnoseRuntime {
                 }
                 if let given = r.promptIDs {
                     if let vocab = c.vocabularySize(in: f), let bad = given.first(where: { Int($0) >= vocab }) {
-                        throw DiagnoseCLIError("--prompt-ids: token id \(bad) is outside the vocabulary of function '\(name)' (0..<\(vocab), from its \(c.logitsName) output)")
+                        throw DiagnoseRequestError("--prompt-ids: token id \(bad) is outside the vocabulary of function '\(name)' (0..<\(vocab), from its \(c.logitsName) output)")
                     }
                     ids = given
                     idsLabel = "\(given.count) given token id\(given.count == 1 ? "" : "s")"
@@ -77,12 +78,12 @@ enum DiagnoseRuntime {
                     if let s = seqSymbol, let ids = inputs["input_ids"] ?? inputs["tokens"], ids.rank == 2 { b = [s: ids.shape[1]] }
                 } else if let c = contract {
                     guard c.admits(width: ids.count) else {
-                        throw DiagnoseCLIError("function '\(name)': a call of \(ids.count) tokens does not fit its input_ids (\(c.width)); give fewer --prompt-ids")
+                        throw DiagnoseRequestError("function '\(name)': a call of \(ids.count) tokens does not fit its input_ids (\(c.width)); give fewer --prompt-ids")
                     }
                     scenario = RuntimeScenario(calls: [c.inputs(ids: ids, position: 0)], label: "prefill of \(idsLabel)")
                     b = binding(ids.count)
                 } else {
-                    throw DiagnoseCLIError("--precision fp16: function '\(name)' needs --inputs F.npz (\(contractError.map { "\($0)" } ?? "no generated inputs"))")
+                    throw DiagnoseRequestError("--precision fp16: function '\(name)' needs --inputs F.npz (\(contractError.map { "\($0)" } ?? "no generated inputs"))")
                 }
                 let (run, findings) = try RuntimeChecks.fp16Overflow(function: f, scenario: scenario, binding: b)
                 d.add(run, findings: findings)
@@ -119,4 +120,12 @@ enum DiagnoseRuntime {
             }
         }
     }
+}
+
+/// A run-time check that cannot be carried out as requested (bad `--prompt-ids`, inputs the
+/// check cannot generate, a function that does not exist): the message names the option or
+/// function.
+public struct DiagnoseRequestError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ d: String) { description = d }
 }

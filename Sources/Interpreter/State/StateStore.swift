@@ -1,6 +1,6 @@
 import Foundation
 import GraphIR
-import Interpreter
+
 
 /// The state buffers of one function, living across calls (a KV cache across prefill and
 /// decode). Buffers start zeroed, as Core ML initialises states; they can be reset, and saved
@@ -76,34 +76,5 @@ public final class StateStore {
                 throw InterpreterError.badState(function: functionName, name: name, reason: "\(path): \(e.reason)")
             }
         }
-    }
-}
-
-/// A function ready to run repeatedly on one state store: the unit of stateful inference.
-public final class Session {
-    public let model: Model
-    public let function: Function
-    public let plan: ExecutionPlan
-    public let states: StateStore
-
-    /// - Throws: `InterpreterError.unsupportedOps` (every op without a kernel), or a state error.
-    /// `int8Activations`: see ``ExecutionPlan/init(function:precision:int8Activations:)``.
-    public init(model: Model, function name: String? = nil, precision: Precision = .fp32, int8Activations: Bool = false) throws {
-        self.model = model
-        let fname = name ?? model.defaultFunctionName
-        guard let f = model.program.function(named: fname) else {
-            throw InterpreterError.unsupported("no function '\(fname)' (the model has: \(model.program.functions.map(\.name).joined(separator: ", ")))")
-        }
-        function = f
-        plan = try ExecutionPlan(function: f, precision: precision, int8Activations: int8Activations)
-        states = try StateStore(function: f)
-        // Loading freed the parsed protobuf and the loader's scratch: hand those heap pages back
-        // to the OS before the long-running part starts (glibc keeps them otherwise).
-        Memory.releaseFreeMemory()
-    }
-
-    /// Runs the function once; states are updated in place.
-    public func predict(_ inputs: [String: Tensor]) throws -> [String: Tensor] {
-        try plan.run(inputs: inputs, states: states.buffers)
     }
 }

@@ -1,15 +1,17 @@
 import Foundation
 import GraphIR
 import Interpreter
+@testable import Diagnostics
 @testable import Passes
-import StateOps
+import Generation
+import TestSupport
 import XCTest
 
 /// The runtime checks of `diagnose` (fp16 overflow, S=1 against S=N) and the fix passes
 /// `fp16_safe_rms_norm` / `clamp_fp16_constants`, on the LLM-contract fixtures of
 /// tools/make_diag_fixtures.py (RUNTIME_EXPECTED) and on Swift-built programs.
 final class RuntimeDiagnoseTests: XCTestCase {
-    func load(_ name: String) throws -> Model { try ModelLoader.load(path: PassFixtures.path(name)) }
+    func load(_ name: String) throws -> Model { try ModelLoader.load(path: Fixtures.path(name)) }
     func significant(_ d: Diagnosis) -> [String] { d.findings.filter { $0.severity != .info }.map(\.code) }
 
     /// 16 deterministic token ids below `vocab`.

@@ -182,7 +182,7 @@ public final class ShapeInference {
             index += 1
             var ctx = OpContext(op: op, state: state, index: myIndex)
             var outTypes: [SymType]
-            if let rule = ShapeRules.table[op.type] {
+            if let rule = OpRegistry.schema(op.type)?.shapeRule {
                 do {
                     outTypes = try rule(&ctx)
                 } catch let f as RuleFailure {

@@ -2,23 +2,26 @@ import Foundation
 import XCTest
 
 /// Paths of the committed fixtures in `models-ir/` and scratch folders for tests.
-enum Fixtures {
-    static let repoRoot: String = {
+public enum Fixtures {
+    public static let repoRoot: String = {
         var url = URL(fileURLWithPath: #filePath)
         for _ in 0..<3 { url.deleteLastPathComponent() }
         return url.path
     }()
 
-    static func path(_ name: String) -> String { repoRoot + "/models-ir/" + name }
+    /// `models-ir/` with a trailing slash.
+    public static var modelsDir: String { repoRoot + "/models-ir/" }
+
+    public static func path(_ name: String) -> String { repoRoot + "/models-ir/" + name }
 
     /// Every `.mlpackage` / ML Program `.mlmodel` fixture with a reference JSON.
-    static var programFixtures: [String] {
+    public static var programFixtures: [String] {
         let dir = repoRoot + "/models-ir"
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
         return names.filter { ($0.hasSuffix(".mlpackage") || $0.hasSuffix(".mlmodel")) && $0 != "not_mlprogram.mlmodel" && !$0.hasPrefix("bad_") }.sorted()
     }
 
-    static func requireFixture(_ name: String) throws -> String {
+    public static func requireFixture(_ name: String) throws -> String {
         let p = path(name)
         guard FileManager.default.fileExists(atPath: p) else {
             XCTFail("fixture \(name) is missing: run tools/make_fixtures.py")
@@ -28,7 +31,7 @@ enum Fixtures {
     }
 
     /// A fresh temporary folder, removed at the end of the test.
-    static func tempDir(_ test: XCTestCase) throws -> String {
+    public static func tempDir(_ test: XCTestCase) throws -> String {
         let dir = NSTemporaryDirectory() + "forge-ir-test-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         test.addTeardownBlock { try? FileManager.default.removeItem(atPath: dir) }
@@ -36,13 +39,13 @@ enum Fixtures {
     }
 
     /// Copies a fixture into a fresh temporary folder and returns the copy's path.
-    static func copy(_ name: String, into test: XCTestCase) throws -> String {
+    public static func copy(_ name: String, into test: XCTestCase) throws -> String {
         let src = try requireFixture(name)
         let dst = try tempDir(test) + "/" + name
         try FileManager.default.copyItem(atPath: src, toPath: dst)
         return dst
     }
 
-    static let specSubpath = "/Data/com.apple.CoreML/model.mlmodel"
-    static let weightSubpath = "/Data/com.apple.CoreML/weights/weight.bin"
+    public static let specSubpath = "/Data/com.apple.CoreML/model.mlmodel"
+    public static let weightSubpath = "/Data/com.apple.CoreML/weights/weight.bin"
 }

@@ -1,3 +1,5 @@
+import Interpreter
+
 /// Sampling settings (Hugging Face `generate` semantics).
 public struct SamplingOptions {
     /// 0 = greedy (argmax).
@@ -85,15 +87,8 @@ public struct Sampler {
 struct Xoshiro256 {
     var s: (UInt64, UInt64, UInt64, UInt64)
     init(seed: UInt64) {
-        var x = seed
-        func split() -> UInt64 {
-            x &+= 0x9E37_79B9_7F4A_7C15
-            var z = x
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        s = (split(), split(), split(), split())
+        var g = SplitMix64(seed: seed)
+        s = (g.next(), g.next(), g.next(), g.next())
     }
     mutating func next() -> UInt64 {
         let result = ((s.1 &* 5) << 7 | (s.1 &* 5) >> 57) &* 9

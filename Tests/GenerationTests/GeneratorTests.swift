@@ -1,14 +1,16 @@
 import Foundation
 import GraphIR
 @testable import Interpreter
-@testable import StateOps
+@testable import Generation
+import Tokenizers
+import TestSupport
 import XCTest
 
 /// The generation driver on graphs whose calls take a fixed number of tokens (padded chunks).
 final class GeneratorTests: XCTestCase {
     /// The tiny llama with S fixed to `width` (the graph itself computes shapes at run time).
     func fixedWidthSession(_ width: Int) throws -> Session {
-        let model = try ModelLoader.load(path: StatefulModelTests.modelsDir + "tiny_llama_fp16.mlpackage")
+        let model = try ModelLoader.load(path: Fixtures.modelsDir + "tiny_llama_fp16.mlpackage")
         let f = try XCTUnwrap(model.program.function(named: model.defaultFunctionName))
         for v in f.inputs {
             guard let t = v.type.tensorType else { continue }
@@ -34,7 +36,7 @@ final class GeneratorTests: XCTestCase {
         XCTAssertEqual(g.position, 61)
 
         // Padded calls give the same tokens as the flexible graph while they fit.
-        let flexible = try Generator(session: Session(model: try ModelLoader.load(path: StatefulModelTests.modelsDir + "tiny_llama_fp16.mlpackage")))
+        let flexible = try Generator(session: Session(model: try ModelLoader.load(path: Fixtures.modelsDir + "tiny_llama_fp16.mlpackage")))
         let short = Array(prompt.prefix(7))
         let a = try g.generate(prompt: short, maxTokens: 12), b = try flexible.generate(prompt: short, maxTokens: 12)
         XCTAssertEqual(a.tokenIDs, b.tokenIDs)

@@ -1,5 +1,6 @@
 import Foundation
-import StateOps
+import Tokenizers
+import TestSupport
 import XCTest
 
 /// The Swift tokenizer against the Hugging Face `tokenizers` package (0.19.1):
@@ -7,7 +8,7 @@ import XCTest
 /// with the library's ids and decoded text, and chat renderings from transformers'
 /// `apply_chat_template` (tools/make_tokenizer_vectors.py writes both).
 final class TokenizerTests: XCTestCase {
-    static let dir = NPYTests.root + "/models-ir/tokenizers/"
+    static let dir = Fixtures.repoRoot + "/models-ir/tokenizers/"
 
     struct Case {
         let text: String
@@ -279,7 +280,7 @@ final class TokenizerTests: XCTestCase {
         let pool: [String] = ["a", "Z", "é", "e\u{301}", "日", "😀", "👨‍👩‍👧", "1", "٣", "½", "'", "s", "S", "t", "re", "VE", "ll", "d",
                               " ", " ", " ", "\t", "\n", "\r", "\r\n", "\u{a0}", "\u{3000}", "\u{2028}", "!", ".", "-", "(", "_",
                               "\u{301}", "ſ"]
-        var rng = TokenizerTestRNG(seed: 7)
+        var rng = SplitMix64(seed: 7)
         for (source, name) in [(gpt2, "gpt2"), (llama3, "llama3"), (qwen2, "qwen2")] {
             let re = try Regex(source).matchingSemantics(.unicodeScalar)
             let json = #"{"model": {"type": "BPE", "vocab": {}, "merges": []}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "PAT"}, "behavior": "Isolated", "invert": false}, "decoder": {"type": "ByteLevel"}}"#
@@ -347,14 +348,3 @@ enum TokenizerTestBytes {
     }
 }
 
-struct TokenizerTestRNG {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

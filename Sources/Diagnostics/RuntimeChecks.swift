@@ -1,9 +1,10 @@
 import Foundation
 import GraphIR
 import Interpreter
+import Passes
 
 /// Calls to make for a runtime check: run in order on fresh (zeroed) states. The caller builds
-/// them (from `--inputs`, or with StateOps' `LLMContract.inputs(ids:position:)`), so that this
+/// them (from `--inputs`, or with Generation's `LLMContract.inputs(ids:position:)`), so that this
 /// module needs no knowledge of input contracts.
 public struct RuntimeScenario {
     public var calls: [[String: Tensor]]
@@ -12,36 +13,6 @@ public struct RuntimeScenario {
     public init(calls: [[String: Tensor]], label: String) {
         self.calls = calls
         self.label = label
-    }
-}
-
-/// A runtime check diagnose ran, and its outcome (reported next to the findings).
-public struct RuntimeRun: Sendable {
-    /// `fp16_overflow` or `s1_mismatch`: the finding code the check can produce.
-    public var check: String
-    public var function: String
-    /// `fp16` or `fp32`.
-    public var precision: String
-    /// The calls, in words.
-    public var inputs: String
-    public var ok: Bool
-    /// One line: what was measured.
-    public var summary: String
-    public init(check: String, function: String, precision: String, inputs: String, ok: Bool, summary: String) {
-        self.check = check
-        self.function = function
-        self.precision = precision
-        self.inputs = inputs
-        self.ok = ok
-        self.summary = summary
-    }
-}
-
-extension Diagnosis {
-    /// Adds a runtime check's outcome and findings (findings stay sorted: errors first).
-    public mutating func add(_ run: RuntimeRun, findings more: [Finding]) {
-        runs.append(run)
-        findings = Diagnoser.stableSort(findings + more)
     }
 }
 

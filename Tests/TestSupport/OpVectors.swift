@@ -11,7 +11,7 @@ import XCTest
 /// "strings": {name: value} (string inputs, which an .npz cannot hold),
 /// "outputs": [{"key": npz_key, "dtype": "fp32"}], "atol", "rtol", "precision": "fp32"|"fp16",
 /// "expect_error": false}]}`.
-enum OpVectors {
+public enum OpVectors {
     struct Case: Decodable {
         var id: String
         var op: String
@@ -27,11 +27,11 @@ enum OpVectors {
     }
     struct File: Decodable { var cases: [Case] }
 
-    static let dir = NPYTests.root + "/models-ir/opvectors/"
+    public static let dir = Fixtures.repoRoot + "/models-ir/opvectors/"
 
     /// Builds a one-op program for the case, runs its kernel, compares every output.
     /// - Parameter arrays: the `.npz` holding the arrays (default: `<family>.npz`).
-    static func run(family: String, arrays arraysFile: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws {
+    public static func run(family: String, arrays arraysFile: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws {
         let json = try Data(contentsOf: URL(fileURLWithPath: dir + family + ".json"))
         let cases = try JSONDecoder().decode(File.self, from: json).cases
         let arrays = try NPZ.read(path: dir + (arraysFile ?? family) + ".npz")
