@@ -28,7 +28,7 @@ TOKENIZER = os.path.join(ROOT, "models-ir", "tokenizers", "smollm2.json")
 CTX = 2048
 MASK_NEG = -1e4
 AGREE_MIN = 0.99
-PROMPTS = [
+PROMPTS_ALL = [
     "What is the capital of France?",
     "Write a short poem about the sea.",
     "Explain in two sentences how a refrigerator works.",
@@ -36,6 +36,7 @@ PROMPTS = [
     "Give me a recipe for pancakes.",
     "What is the difference between a list and a tuple in Python?",
 ]
+PROMPTS = PROMPTS_ALL
 
 
 def forge(exe, *args):
@@ -65,6 +66,7 @@ def main():
     ap.add_argument("--model", default=INT8)
     ap.add_argument("--tokenizer", default=TOKENIZER)
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--prompts", type=int, default=len(PROMPTS_ALL), help="use the first N prompts")
     ap.add_argument("--json-out")
     args = ap.parse_args()
     for p in (args.forge_ir, args.model, args.tokenizer):
@@ -73,7 +75,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="check_int8act_")
     res, agree, total = [], 0, 0
     try:
-        for text in PROMPTS:
+        for text in PROMPTS[: args.prompts]:
             g = json.loads(forge(args.forge_ir, "generate", args.model, "--tokenizer", args.tokenizer, "--chat", text,
                                  "--max-tokens", str(args.max_tokens), "--json"))
             g8 = json.loads(forge(args.forge_ir, "generate", args.model, "--tokenizer", args.tokenizer, "--chat", text,

@@ -405,6 +405,9 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 /// d[b] = max|x_block| / 127, q = x / d rounded to nearest even (|q| ≤ 127), qs[b] = Σ q of the
 /// block (as float, exact). Returns 0 (nothing usable) when a block holds an inf or NaN.
 AI int q8_quantize_body(long K, const float *x, int8_t *q, float *d, float *qs) {
+    // x·id is rounded to fp32 first, then to an integer (no fused multiply-add: every level
+    // and the references give the same q, ties included).
+#pragma clang fp contract(off)
     for (long b = 0; b < K / 32; b++) {
         const float *xb = x + b * 32;
         v8i mx = {0, 0, 0, 0, 0, 0, 0, 0};
