@@ -25,6 +25,10 @@ public enum ModelError: Error, Equatable, CustomStringConvertible {
     case invalidProgram(path: String, context: String, reason: String)
     /// Writing failed.
     case writeFailed(path: String, reason: String)
+    /// Messages nested deeper than `limit` levels (see ``WireScan``): refused before unpacking.
+    case nestingTooDeep(path: String, limit: Int)
+    /// An element count or byte size that overflows, or a declared size over the memory budget.
+    case sizeOverflow(path: String, context: String, reason: String)
 
     public var description: String {
         switch self {
@@ -39,6 +43,8 @@ public enum ModelError: Error, Equatable, CustomStringConvertible {
         case let .unknownDType(path, context, code): return "\(path): \(context): unknown data type code \(code)"
         case let .invalidProgram(path, context, reason): return "\(path): \(context): \(reason)"
         case let .writeFailed(path, reason): return "\(path): cannot write: \(reason)"
+        case let .nestingTooDeep(path, limit): return "\(path): protobuf messages nested deeper than the limit of \(limit) levels (blocks or types nested thousands deep?); refused before decoding"
+        case let .sizeOverflow(path, context, reason): return "\(path): \(context): \(reason)"
         }
     }
 }

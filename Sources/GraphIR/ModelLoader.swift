@@ -4,8 +4,10 @@ import Foundation
 /// Loads Core ML ML Program models into the IR.
 ///
 /// Accepts an `.mlpackage` folder (its `Manifest.json` names the root model; blobs resolve
-/// `@model_path` to the folder holding `model.mlmodel`) or a single `.mlmodel` protobuf file
-/// (blobs then resolve next to the file). Weight files are memory-mapped, never read whole;
+/// `@model_path` to the folder holding `model.mlmodel`), a single `.mlmodel` protobuf file
+/// (blobs then resolve next to the file), or a compiled `.mlmodelc` folder (`model.mil` text
+/// plus `coremldata.bin` / `metadata.json`, see `CompiledModelLoader`; blobs resolve in the
+/// folder). Weight files are memory-mapped, never read whole;
 /// each blob's 64-byte record is checked (sentinel, dtype, bounds) at load time.
 public enum ModelLoader {
     /// Largest `model.mlmodel` accepted (the protobuf is read into memory; weights are not).
@@ -14,18 +16,30 @@ public enum ModelLoader {
     /// Loads the model at `path`, then runs the verifier on every function.
     /// - Throws: `ModelError` — `.fileNotFound`, `.unsupportedFormat`, `.badManifest`,
     ///   `.malformedProtobuf`, `.notMLProgram`, `.missingWeightFile`, `.badWeightFile`,
-    ///   `.badBlob`, `.unknownDType`, `.invalidProgram` — each naming the file.
+    ///   `.badBlob`, `.unknownDType`, `.invalidProgram` — each naming the file; for a
+    ///   `.mlmodelc`, `MILTextError` (file, line, column) when `model.mil` does not parse.
     public static func load(path: String) throws -> Model {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
             throw ModelError.fileNotFound(path: path)
+        }
+        if !isDir.boolValue {
+            do { try SafeFile.requireRegular(path) } catch let f as SafeFile.Failure {
+                throw ModelError.unsupportedFormat(path: path, reason: "the model \(f.reason)")
+            }
         }
         let specPath: String
         if isDir.boolValue {
             if FileManager.default.fileExists(atPath: path + "/Manifest.json") {
                 specPath = try rootSpecPath(package: path)
             } else if FileManager.default.fileExists(atPath: path + "/model.mil") {
-                throw ModelError.unsupportedFormat(path: path, reason: "compiled .mlmodelc folders are not supported yet; load the .mlpackage it was compiled from")
+                let model = try CompiledModelLoader.load(path: path)
+                try Verifier.verify(model, path: path + "/model.mil")
+                return model
+            } else if FileManager.default.fileExists(atPath: path + "/model0") {
+                throw ModelError.unsupportedFormat(path: path, reason: "a compiled pipeline (model0/, model1/, …): forge-ir's IR holds one ML Program, not a pipeline; load one stage, e.g. \(path)/model0")
+            } else if path.hasSuffix(".mlmodelc") || path.hasSuffix(".mlmodelc/") {
+                throw ModelError.unsupportedFormat(path: path, reason: "a compiled model without model.mil (not an ML Program: neural-network models compile to model.espresso.* files, which forge-ir does not read)")
             } else {
                 throw ModelError.unsupportedFormat(path: path, reason: "a folder without Manifest.json is not an .mlpackage")
             }
@@ -41,8 +55,9 @@ public enum ModelLoader {
     /// The `model.mlmodel` path named by a package's `Manifest.json`.
     static func rootSpecPath(package: String) throws -> String {
         let manifestPath = package + "/Manifest.json"
-        guard let data = FileManager.default.contents(atPath: manifestPath) else {
-            throw ModelError.badManifest(path: manifestPath, reason: "cannot read it")
+        let data: Data
+        do { data = try SafeFile.read(manifestPath, limit: 16 << 20) } catch let f as SafeFile.Failure {
+            throw ModelError.badManifest(path: manifestPath, reason: f.reason)
         }
         guard let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
             throw ModelError.badManifest(path: manifestPath, reason: "not a JSON object")
@@ -55,7 +70,7 @@ public enum ModelLoader {
               let rel = entry["path"] as? String else {
             throw ModelError.badManifest(path: manifestPath, reason: "itemInfoEntries has no path for root model '\(root)'")
         }
-        guard !rel.split(separator: "/").contains("..") else {
+        guard !rel.split(separator: "/").contains(".."), !rel.hasPrefix("/") else {
             throw ModelError.badManifest(path: manifestPath, reason: "root model path '\(rel)' leaves the package")
         }
         let spec = package + "/Data/" + rel
@@ -68,17 +83,20 @@ public enum ModelLoader {
 
     /// Decodes one `model.mlmodel` protobuf file.
     static func loadSpec(specPath: String) throws -> Model {
-        guard let handle = FileHandle(forReadingAtPath: specPath) else { throw ModelError.fileNotFound(path: specPath) }
-        defer { try? handle.close() }
-        let size = (try? handle.seekToEnd()).map(Int.init) ?? 0
-        guard size <= maxSpecBytes else {
-            throw ModelError.unsupportedFormat(path: specPath, reason: "specification is \(size) bytes, more than the \(maxSpecBytes)-byte limit")
+        let data: Data
+        do {
+            data = try SafeFile.read(specPath, limit: min(maxSpecBytes, MemoryBudget.limit))
+        } catch let f as SafeFile.Failure {
+            if case .missing = f { throw ModelError.fileNotFound(path: specPath) }
+            throw ModelError.unsupportedFormat(path: specPath, reason: "the model specification \(f.reason)")
         }
-        try? handle.seek(toOffset: 0)
-        let data = (try? handle.readToEnd()) ?? Data()
         guard !data.isEmpty else { throw ModelError.malformedProtobuf(path: specPath) }
         let modelDir = (specPath as NSString).deletingLastPathComponent
         return try data.withUnsafeBytes { raw -> Model in
+            // protobuf-c recurses per nested message: bound the nesting before it unpacks.
+            guard !WireScan.exceedsDepth(raw) else {
+                throw ModelError.nestingTooDeep(path: specPath, limit: WireScan.maxDepth)
+            }
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self),
                   let msg = core_ml__specification__model__unpack(nil, raw.count, base) else {
                 throw ModelError.malformedProtobuf(path: specPath)

@@ -21,7 +21,13 @@ public enum ModelWriter {
         /// immediates (folded constants, transposed compressed weights); coremltools' own files
         /// never hold them inline. Off: immediates stay inline, exactly as in the IR.
         public var largeImmediatesAsBlobs = true
-        public init(largeImmediatesAsBlobs: Bool = true) { self.largeImmediatesAsBlobs = largeImmediatesAsBlobs }
+        /// Replace whatever is at the output path, even a folder that is not a package forge-ir
+        /// recognises (see ``OutputSafety``). Off: such a folder is refused.
+        public var force = false
+        public init(largeImmediatesAsBlobs: Bool = true, force: Bool = false) {
+            self.largeImmediatesAsBlobs = largeImmediatesAsBlobs
+            self.force = force
+        }
     }
 
     /// Writes `model` as an `.mlpackage` folder at `path`.
@@ -50,16 +56,23 @@ public enum ModelWriter {
     ///   not exist, `path` exists but is not an `.mlpackage` folder (or an empty folder), a blob
     ///   is not backed by a loaded weight file, a string holds a NUL character, a dimension is
     ///   negative, or any file operation fails. Nothing is left behind on failure.
-    public static func writePackage(_ model: Model, to path: String, options: PackageOptions = PackageOptions()) throws {
+    /// - Returns: true when an existing package was replaced.
+    @discardableResult
+    public static func writePackage(_ model: Model, to path: String, options: PackageOptions = PackageOptions()) throws -> Bool {
         let dest = normalize(path)
         do {
             let parent = try checkParent(of: dest)
-            try checkReplaceable(dest, expectPackage: true)
+            OutputSafety.cleanStaleTemporaries(of: dest)
+            var st = stat()
+            let replacing = lstat(dest, &st) == 0
+            if !options.force { try checkReplaceable(dest, expectPackage: true) }
             let plan = try BlobPlan.make(for: model, immediatesAsBlobs: options.largeImmediatesAsBlobs)
             let spec = try SpecEncoder(model: model, blobOffsets: plan.offsets, blobFileName: packageWeightReference,
                                        immediateOffsets: plan.immediateOffsets).serialize()
 
             let tmp = dest + ".tmp-" + randomSuffix()
+            OutputSafety.track(tmp, dest: dest)
+            defer { OutputSafety.untrack(tmp) }
             do {
                 try PosixIO.makeDirectory(tmp)
                 let data = tmp + "/Data"
@@ -79,6 +92,7 @@ public enum ModelWriter {
                 removeTree(tmp)
                 throw error
             }
+            return replacing
         } catch {
             throw wrap(error, path)
         }
@@ -201,13 +215,12 @@ public enum ModelWriter {
         guard lstat(dest, &st) == 0 else { return }
         let isDir = (st.st_mode & S_IFMT) == S_IFDIR
         if expectPackage {
-            guard isDir else { throw WriterFailure("\(dest) exists and is not a folder; refusing to replace it with a package") }
-            let contents = (try? FileManager.default.contentsOfDirectory(atPath: dest)) ?? []
-            guard contents.isEmpty || contents.contains("Manifest.json") else {
-                throw WriterFailure("\(dest) exists and is not an .mlpackage (no Manifest.json); refusing to replace it")
+            guard isDir else { throw WriterFailure("it exists and is not a folder; refusing to replace it with a package") }
+            if let why = OutputSafety.unrecognisedPackageReason(dest) {
+                throw WriterFailure("it exists and is not a package forge-ir recognises (\(why)); refusing to replace it (--force replaces it anyway)")
             }
         } else if isDir {
-            throw WriterFailure("\(dest) is a folder; refusing to replace it with a .mlmodel file")
+            throw WriterFailure("it is a folder; refusing to replace it with a .mlmodel file")
         }
     }
 
@@ -246,7 +259,7 @@ public enum ModelWriter {
         case let e as WriterFailure:
             return .writeFailed(path: path, reason: e.reason)
         default:
-            return .writeFailed(path: path, reason: "\(error)")
+            return .writeFailed(path: path, reason: FileErrorText.text(error))
         }
     }
 }

@@ -53,7 +53,7 @@ extension ProtoDecoder {
         for nvt in ProtoDecoder.array(f.inputs, f.n_inputs) {
             let inputName = ProtoDecoder.str(nvt.pointee.name)
             var type = try valueType(nvt.pointee.type, "\(context) input '\(inputName)'", depth: 0)
-            type = bindFlexibleDims(type, input: inputName, interface: interface)
+            type = Self.bindFlexibleDims(type, input: inputName, interface: interface)
             let v = Value(name: inputName, type: type)
             guard scope.define(v) else { throw invalid("\(context) input '\(inputName)'", "defined twice") }
             inputs.append(v)
@@ -76,7 +76,7 @@ extension ProtoDecoder {
 
     /// Replaces unknown dimensions of a flexible input by symbols carrying the description's
     /// RangeDim bounds or EnumeratedShapes values.
-    func bindFlexibleDims(_ type: MILType, input: String, interface: FunctionDescription) -> MILType {
+    static func bindFlexibleDims(_ type: MILType, input: String, interface: FunctionDescription) -> MILType {
         guard case let .tensor(t) = type, t.shape.contains(where: { $0 == .unknown }) else { return type }
         let feature = interface.inputs.first { $0.name == input }?.array
         var shape = t.shape
@@ -234,6 +234,13 @@ extension ProtoDecoder {
             guard tt.rank == Int64(dims.count) || dims.contains(.variadic) else {
                 throw invalid(context, "tensor rank \(tt.rank) but \(dims.count) dimensions")
             }
+            // Every element count and byte size downstream (printer, summary, constant
+            // conversion, folding, kernels) may then be computed without overflow.
+            let fixed = dims.compactMap(\.fixedValue)
+            guard CheckedSize.byteCount(shape: fixed, dtype: dtype) != nil else {
+                throw ModelError.sizeOverflow(path: specPath, context: context,
+                                              reason: "\(TensorType(dtype, dims)) has an element count or byte size that overflows (limit \(CheckedSize.maxBytes) bytes)")
+            }
             return .tensor(TensorType(dtype, dims))
         case CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_STATE_TYPE:
             let inner = try valueType(t.statetype?.pointee.wrappedtype, context, depth: depth + 1)
@@ -334,7 +341,7 @@ extension ProtoDecoder {
 
     mutating func blob(fileName: String, offset: UInt64, type: MILType, _ context: String) throws -> BlobRef {
         guard let t = type.tensorType else { throw invalid(context, "blob value of non-tensor type \(type)") }
-        let path = resolve(fileName)
+        let path = try resolve(fileName, context)
         let file: WeightFile
         if let f = weightFiles[path] { file = f } else {
             do { file = try WeightFile(path: path) } catch ModelError.missingWeightFile {
@@ -343,6 +350,18 @@ extension ProtoDecoder {
             weightFiles[path] = file
         }
         let record = try file.record(at: offset)
+        // The 64-byte file header holds the blob count; no record or payload may overlap it,
+        // and a payload may not overlap its own record.
+        guard offset >= 64, record.dataOffset >= 64 else {
+            throw ModelError.badBlob(path: path, offset: offset, reason: "\(context): record or payload (at \(record.dataOffset)) overlaps the 64-byte weight file header")
+        }
+        guard record.dataOffset >= offset + 64 || record.dataOffset + record.sizeInBytes <= offset else {
+            throw ModelError.badBlob(path: path, offset: offset, reason: "\(context): payload at \(record.dataOffset) overlaps its own metadata record")
+        }
+        referencedRecords[path, default: []].insert(offset)
+        if referencedRecords[path]!.count > Int(file.headerCount) {
+            throw ModelError.badWeightFile(path: path, reason: "the header declares \(file.headerCount) blobs, the model references more (\(context) at offset \(offset))")
+        }
         guard let code = t.dtype.blobCode else {
             throw ModelError.badBlob(path: path, offset: offset, reason: "\(context): dtype \(t.dtype) cannot be stored in a blob")
         }
@@ -360,12 +379,14 @@ extension ProtoDecoder {
     }
 
     /// `@model_path/weights/weight.bin` → `<modelDir>/weights/weight.bin`.
-    func resolve(_ fileName: String) -> String {
-        if fileName.hasPrefix("@model_path/") {
-            return modelDir + "/" + fileName.dropFirst("@model_path/".count)
+    /// - Throws: `ModelError.badBlob` for an absolute path or one with a `..` component: a
+    ///   model's weights live inside its package (next to its `.mlmodel`).
+    func resolve(_ fileName: String, _ context: String) throws -> String {
+        let rel = fileName.hasPrefix("@model_path/") ? String(fileName.dropFirst("@model_path/".count)) : fileName
+        guard !rel.hasPrefix("/"), !rel.split(separator: "/").contains(".."), !rel.isEmpty else {
+            throw ModelError.badBlob(path: fileName, offset: 0, reason: "\(context): weight path leaves the model's folder (expected @model_path/weights/…)")
         }
-        if fileName.hasPrefix("/") { return fileName }
-        return modelDir + "/" + fileName
+        return modelDir + "/" + rel
     }
 }
 

@@ -17,6 +17,8 @@ struct ProtoDecoder {
     let modelDir: String
     /// Weight files opened so far, by resolved path.
     var weightFiles: [String: WeightFile] = [:]
+    /// Distinct record offsets referenced per weight file (checked against the header's count).
+    var referencedRecords: [String: Set<UInt64>] = [:]
     /// Deepest nesting of types/values/blocks accepted (guards against hostile files).
     let maxDepth = 64
 

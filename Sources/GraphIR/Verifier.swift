@@ -4,11 +4,14 @@
 /// - states are used only by `read_state` / `write_state` / `coreml_update_state`;
 /// - ops the ``OpRegistry`` knows have their required inputs, no unknown inputs, one
 ///   binding per non-variadic input, and operand types their op allows;
-/// - a `const` has a `val` and one output of the same dtype.
+/// - a `const` has a `val` and one output of the same dtype;
+/// - the model-level checks of ``verifyModel(_:path:)`` (functions, outputs, description
+///   shapes, known op types).
 public enum Verifier {
     /// - Throws: `ModelError.invalidProgram` naming the function, op and input at fault.
     public static func verify(_ model: Model, path: String? = nil) throws {
         let p = path ?? model.sourcePath ?? "<memory>"
+        try verifyModel(model, path: p)
         for f in model.program.functions { try verify(f, path: p) }
     }
 
@@ -40,6 +43,9 @@ public enum Verifier {
         for op in block.operations {
             let opContext = "\(context) op '\(op.name)' (\(op.type))"
             func fail(_ reason: String) -> ModelError { .invalidProgram(path: path, context: opContext, reason: reason) }
+            guard isKnownOpType(op.type) else {
+                throw fail("unknown op type '\(op.type)' (not a MIL op of coremltools 9 or forge-ir)")
+            }
             for input in op.inputs {
                 for operand in input.operands {
                     guard let v = operand.value else { continue }

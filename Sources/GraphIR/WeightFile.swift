@@ -35,15 +35,13 @@ public final class WeightFile: @unchecked Sendable {
     ///   `.badWeightFile` if it is too short for a header or not version 2.
     public init(path: String) throws {
         self.path = path
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw ModelError.missingWeightFile(path: path) }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw ModelError.missingWeightFile(path: path) }
-        guard (st.st_mode & S_IFMT) == S_IFREG else {
-            throw ModelError.badWeightFile(path: path, reason: "not a regular file")
+        // Type checked before opening, opened non-blocking: a FIFO never blocks the load.
+        let fd: Int32, size: Int
+        do { (fd, size) = try SafeFile.openRegular(path) } catch let f as SafeFile.Failure {
+            if case .missing = f { throw ModelError.missingWeightFile(path: path) }
+            throw ModelError.badWeightFile(path: path, reason: "the weight file \(f.reason)")
         }
-        let size = Int(st.st_size)
+        defer { close(fd) }
         self.size = size
         guard size >= 64 else {
             throw ModelError.badWeightFile(path: path, reason: "file is \(size) bytes, shorter than the 64-byte header")

@@ -1,3 +1,4 @@
+import GraphIR
 /// NumPy-style broadcasting (MIL elementwise ops follow numpy's rules): shapes are aligned on
 /// their trailing dimensions, and each pair of dimensions must be equal or one of them 1.
 ///
@@ -23,6 +24,7 @@ public enum Broadcast {
                 throw KernelError("shapes \(a) and \(b) cannot be broadcast (dimension \(i) of the result: \(da) vs \(db))")
             }
         }
+        if a.count + b.count > 0 { try KernelError.checkAllocation(CheckedSize.elementCount(out), shape: out) }
         return out
     }
 

@@ -134,6 +134,20 @@ public final class ExecutionPlan {
     /// are reported on the run that first evaluates them. Used by `forge-ir diagnose`.
     public var observer: ((Op, [RuntimeValue]) -> Void)?
 
+    /// When set, called with the name and value of every op output the plan was built to observe
+    /// (``init(function:precision:observing:)``), right after the op runs. The tensor is the
+    /// plan's own buffer, not a copy: an observer that keeps it shares the storage, and the
+    /// plan's buffer pool then copies before reusing it (copy-on-write), so a kept tensor never
+    /// changes. Float values are as held: fp16-typed values are fp16-rounded in `fp16`
+    /// precision, fp32 in `fp32` precision (Core ML's CPU path). Compressed constants (results
+    /// of `constexpr_*` ops named explicitly) are reported dequantized (a copy). Nil by default:
+    /// a plan without it runs exactly as before (one nil check per op).
+    public var valueObserver: ((_ name: String, _ value: Tensor) -> Void)?
+    /// What the plan was built to observe (see ``ObservedValues``).
+    public let observing: ObservedValues
+    /// Output slots of observed values (``observing`` as slots; empty for `.all` and `.none`).
+    var observedSlots = Set<Int>()
+
     /// `--profile` text: op types by total time.
     public func profileReport() -> String {
         guard let profile else { return "" }
@@ -156,13 +170,21 @@ public final class ExecutionPlan {
         return out
     }
 
-    /// Builds the plan. `int8Activations` (fp32 precision only; ignored in fp16) lets the
-    /// products with int8 block-quantized weights quantize their activation rows to int8 per
-    /// block of 32 (llama.cpp's Q8_0 × Q8_0; faster decode, not Core ML's numerics).
+    /// Builds the plan.
+    /// - Parameters:
+    ///   - observing: the op outputs ``valueObserver`` will see. Execution-level
+    ///     fusions (fused attention, in-place KV writes) remove intermediate values; a fusion
+    ///     that would remove an observed value is not applied, so every observed value is
+    ///     reported (`.all` disables those fusions; `.none`, the default, keeps them all).
+    ///   - int8Activations: (fp32 precision only; ignored in fp16) lets the products with int8
+    ///     block-quantized weights quantize their activation rows to int8 per block of 32
+    ///     (llama.cpp's Q8_0 × Q8_0; not Core ML's numerics).
     /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
-    public init(function: Function, precision: Precision = .fp32, int8Activations: Bool = false) throws {
+    public init(function: Function, precision: Precision = .fp32, observing: ObservedValues = .none,
+                int8Activations: Bool = false) throws {
         self.function = function
         self.precision = precision
+        self.observing = observing
         self.int8Activations = int8Activations && precision == .fp32
         var missing = Set<String>()
         inputSlots = function.inputs.map { newSlot($0) }
@@ -170,10 +192,13 @@ public final class ExecutionPlan {
         guard missing.isEmpty else {
             throw InterpreterError.unsupportedOps(function: function.name, ops: missing.sorted())
         }
-        if precision == .fp32 {
-            AttentionFusion.apply(root, useCount: useCounts(root))
+        let protected = protectedSlots()
+        if precision == .fp32 && observing != .all {
+            AttentionFusion.apply(root, useCount: useCounts(root), protected: protected)
         }
-        StateUpdateFusion.apply(root, useCount: useCounts(root))
+        if observing != .all {
+            StateUpdateFusion.apply(root, useCount: useCounts(root), protected: protected)
+        }
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
         installRowSelection(useCount: useCounts(root))
         findHalfViewConstants()
@@ -343,7 +368,12 @@ public final class ExecutionPlan {
             }
             try InputCheck.check(t, against: v, function: function.name)
             var tt = t
-            if let dt = v.type.tensorType?.dtype { tt.dtype = dt }
+            if let dt = v.type.tensorType?.dtype {
+                // Float data for an fp16 input is rounded to fp16, as Core ML converts it.
+                let round = dt == .fp16 && tt.dtype != .fp16
+                tt.dtype = dt
+                if round { Rounding.toStorage(&tt) }
+            }
             slots[slot] = .tensor(tt)
             pool.pin(.tensor(tt), forRun: true)
         }
@@ -411,7 +441,7 @@ public final class ExecutionPlan {
                     }
                 }
             } catch let e as KernelError {
-                throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: e.reason)
+                throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: e.reason + ExecutionPlan.origin(of: step.op, reason: e.reason))
             }
             guard results.count == step.outputSlots.count else {
                 throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: "kernel returned \(results.count) outputs, op declares \(step.outputSlots.count)")
@@ -429,6 +459,7 @@ public final class ExecutionPlan {
                 if step.isConstant { constantOpCache[s] = r; pool.pin(r, forRun: false) } else { slots[s] = r; pool.noteProduced(r, by: step.op.type) }
             }
             if let observer { observer(step.op, step.outputSlots.compactMap { slots[$0] ?? constantOpCache[$0] }) }
+            if let valueObserver { report(step, slots: slots, to: valueObserver) }
             for s in step.release {
                 if let v = slots[s] {
                     slots[s] = nil
@@ -477,5 +508,36 @@ public enum InputCheck {
             case .unknown, .variadic: break
             }
         }
+    }
+}
+
+extension ExecutionPlan {
+    /// For an index error (`index … out of range`), where the op's indices came from: the
+    /// function inputs they derive from, through the model's own ops (the `cast` a converter
+    /// inserts, its negative-index `select`…), e.g.
+    /// ` (indices derive from input 'x' through cast 'ids')`; empty otherwise.
+    static func origin(of op: Op, reason: String) -> String {
+        guard reason.contains("out of range") else { return "" }
+        for name in ["indices", "index", "x"] {
+            guard let start = op.input(name)?.operands.first?.value else { continue }
+            var inputs: [String] = [], casts: [String] = []
+            var seen = Set<ObjectIdentifier>()
+            var stack = [start]
+            while let v = stack.popLast(), seen.count < 64 {
+                guard seen.insert(ObjectIdentifier(v)).inserted else { continue }
+                guard let p = v.producer else {
+                    if !inputs.contains(v.name) { inputs.append(v.name) }
+                    continue
+                }
+                if p.type == "const" { continue }
+                if p.type == "cast" { casts.append("cast '\(p.name)'") }
+                for i in p.inputs { for o in i.operands { if let u = o.value { stack.append(u) } } }
+            }
+            guard !inputs.isEmpty, !casts.isEmpty || start.producer != nil else { continue }
+            let from = inputs.map { "'\($0)'" }.joined(separator: ", ")
+            let via = casts.isEmpty ? "" : " through \(casts.joined(separator: ", "))"
+            return " (\(name) derive from input\(inputs.count > 1 ? "s" : "") \(from)\(via))"
+        }
+        return ""
     }
 }

@@ -36,4 +36,13 @@ public enum InterpreterError: Error, Equatable, CustomStringConvertible {
 public struct KernelError: Error {
     public var reason: String
     public init(_ reason: String) { self.reason = reason }
+
+    /// Checks an output of `count` elements (stored `stride` bytes each) against
+    /// ``MemoryBudget`` before it is allocated; `nil` is an overflowed count.
+    /// - Throws: `KernelError` saying how much the output needs and the budget.
+    public static func checkAllocation(_ count: Int?, stride: Int = 4, shape: @autoclosure () -> [Int]) throws {
+        do { try MemoryBudget.check(elements: count, stride: stride, "output shape \(shape())") } catch let e as SizeError {
+            throw KernelError(e.description)
+        }
+    }
 }

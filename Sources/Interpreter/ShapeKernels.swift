@@ -53,7 +53,8 @@ enum ShapeKernels {
         return n
     }
 
-    static func product<C: Collection>(_ c: C) -> Int where C.Element == Int { c.reduce(1, *) }
+    /// The element count of a shape; `Int.max` when it overflows (so a size check refuses it).
+    static func product<C: Collection>(_ c: C) -> Int where C.Element == Int { CheckedSize.elementCount(c) ?? Int.max }
 
     /// A tensor with the same dtype and the given shape / data.
     static func tensor(like x: Tensor, shape: [Int], data: TensorData) -> Tensor {
@@ -96,8 +97,9 @@ enum ShapeKernels {
     }
 
     /// A tensor of `shape` filled with `value`, its storage chosen by `dtype`.
-    static func filled(_ dtype: DType, shape: [Int], value: (float: Float, int: Int32, bool: Bool)) -> Tensor {
+    static func filled(_ dtype: DType, shape: [Int], value: (float: Float, int: Int32, bool: Bool)) throws -> Tensor {
         let n = product(shape)
+        try KernelError.checkAllocation(n, shape: shape)
         if dtype.isFloat { return Tensor(dtype, shape: shape, floats: [Float](repeating: value.float, count: n)) }
         if dtype == .bool { return Tensor(shape: shape, bools: [Bool](repeating: value.bool, count: n)) }
         if dtype == .string { return Tensor(dtype: .string, shape: shape, data: .string([String](repeating: "", count: n))) }
@@ -122,6 +124,7 @@ enum ShapeKernels {
     /// `regions` in order. With `fill == nil` the regions must write every element.
     static func assemble(_ sources: [TensorData], count: Int, fill: Float?, regions: [Region]) throws -> TensorData {
         guard let first = sources.first else { throw KernelError("no inputs") }
+        try KernelError.checkAllocation(count == Int.max ? nil : count, shape: [count])
         func all<T>(_ pick: (TensorData) -> [T]?) throws -> [[T]] {
             try sources.map { d in
                 guard let a = pick(d) else { throw KernelError("inputs have different dtypes (storage of one is \(d), expected the same as the first)") }
@@ -410,7 +413,13 @@ enum ShapeKernels {
         let reps = try inv.ints("reps")
         guard reps.count == x.rank else { throw KernelError("tile: reps \(reps) must have one entry per dimension of x \(x.shape)") }
         if let bad = reps.firstIndex(where: { $0 <= 0 }) { throw KernelError("tile: reps[\(bad)] = \(reps[bad]), must be > 0") }
-        let outShape = zip(x.shape, reps).map { $0 * $1 }
+        var outShape: [Int] = []
+        for (d, r) in zip(x.shape, reps) {
+            let (m, o) = d.multipliedReportingOverflow(by: r)
+            guard !o else { throw KernelError("tile: reps \(reps) of shape \(x.shape) overflow the element count") }
+            outShape.append(m)
+        }
+        try KernelError.checkAllocation(CheckedSize.elementCount(outShape), shape: outShape)
         let inStrides = contiguousStrides(x.shape), outStrides = contiguousStrides(outShape)
         var shape: [Int] = [], ss: [Int] = [], ds: [Int] = []
         for i in 0..<x.rank {
@@ -651,7 +660,7 @@ enum ShapeKernels {
         let shape = try inv.ints("shape")
         if let bad = shape.first(where: { $0 < 0 }) { throw KernelError("fill: negative dimension \(bad) in shape \(shape)") }
         let dt = inv.outputDType()
-        return [.tensor(filled(dt, shape: shape, value: scalarData(try inv.optionalTensor("value"), default: 0)))]
+        return [.tensor(try filled(dt, shape: shape, value: scalarData(try inv.optionalTensor("value"), default: 0)))]
     }
 
     /// iOS16 `fill_like(ref_tensor, value = 0.0)`.
@@ -662,7 +671,7 @@ enum ShapeKernels {
         case let v: shape = try v.dense().shape
         }
         let dt = inv.outputDType()
-        return [.tensor(filled(dt, shape: shape, value: scalarData(try inv.optionalTensor("value"), default: 0)))]
+        return [.tensor(try filled(dt, shape: shape, value: scalarData(try inv.optionalTensor("value"), default: 0)))]
     }
 
     /// `range_1d(end, start, step)`: `start + i·step` for `i < ceil((end − start) / step)`.
@@ -677,6 +686,7 @@ enum ShapeKernels {
             guard st != 0 else { throw KernelError("range_1d: step is 0") }
             let diff = e - s
             let n = (diff == 0 || (diff > 0) != (st > 0)) ? 0 : (abs(diff) + abs(st) - 1) / abs(st)
+            try KernelError.checkAllocation(n, shape: [n])
             return [.tensor(Tensor(dt.isInteger ? dt : .int32, shape: [n], ints: BufferPool.build(n) { p in
                 for i in 0..<n { (p + i).initialize(to: Int32(truncatingIfNeeded: s + i * st)) }
             }))]
@@ -687,6 +697,7 @@ enum ShapeKernels {
         let len = ((e - s) / st).rounded(.up)
         guard len < Double(Int32.max) else { throw KernelError("range_1d: \(len) elements") }
         let n = max(0, Int(len))
+        try KernelError.checkAllocation(n, shape: [n])
         return [.tensor(Tensor(dt.isFloat ? dt : .fp32, shape: [n], floats: BufferPool.build(n) { p in
             for i in 0..<n { (p + i).initialize(to: Float(s + Double(i) * st)) }
         }))]
@@ -732,7 +743,7 @@ enum ShapeKernels {
         var outShape = indices.shape
         outShape.insert(depth, at: cut)
         let outer = product(indices.shape[..<cut]), inner = product(indices.shape[cut...])
-        var t = filled(dt, shape: outShape, value: off)
+        var t = try filled(dt, shape: outShape, value: off)
         var positions: [Int] = []
         let idx = indices.ints
         for o in 0..<outer {

@@ -20,7 +20,7 @@ enum BenchCommand: Command {
     static let spec = CommandSpec(
         name: "bench",
         summary: "Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
         options: [
             .int("p", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test).", range: 0...Int.max),
             .int("n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test).", range: 0...Int.max),
@@ -32,6 +32,7 @@ enum BenchCommand: Command {
             CommonOptions.threads,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Each repetition starts from fresh (zeroed) states (then, with -d D, D random token ids
@@ -124,7 +125,7 @@ enum BenchCommand: Command {
         }
         let peak = peakResidentBytes()
         let size = packageBytes(path)
-        let params = parameterCount(model)
+        let params = ModelSummary(model).parameterCount
         let threads = GEMM.cores
         let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
 
@@ -186,28 +187,6 @@ enum BenchCommand: Command {
                 let attrs = try? fm.attributesOfItem(atPath: path + "/" + rel)
                 if attrs?[.type] as? FileAttributeType == .typeRegular {
                     total += (attrs?[.size] as? NSNumber)?.intValue ?? 0
-                }
-            }
-        }
-        return total
-    }
-
-    /// Weights as a model has them: the dense element count of each `constexpr_*` result (the
-    /// int8 data, not its scales) plus float `const` tensors that are not a constexpr's operand.
-    static func parameterCount(_ model: Model) -> Int {
-        var total = 0
-        var seen = Set<ObjectIdentifier>()
-        for f in model.program.functions {
-            var feedsConstexpr = Set<ObjectIdentifier>()
-            f.body.walk { op in
-                if op.type.hasPrefix("constexpr_") { for v in op.operandValues { feedsConstexpr.insert(ObjectIdentifier(v)) } }
-            }
-            f.body.walk { op in
-                guard let out = op.outputs.first, let t = out.type.tensorType, seen.insert(ObjectIdentifier(out)).inserted else { return }
-                if op.type.hasPrefix("constexpr_") {
-                    total += t.elementCount ?? 0
-                } else if op.type == "const", t.dtype.isFloat, !feedsConstexpr.contains(ObjectIdentifier(out)) {
-                    total += t.elementCount ?? 0
                 }
             }
         }

@@ -17,7 +17,7 @@ enum DiagnoseCommand: Command {
     static let spec = CommandSpec(
         name: "diagnose",
         summary: "Find why a model fails at some sequence length (shapes, states, flexible shapes, fp16).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
             .intList("seq", value: "n,n,…", "Sequence lengths to check (default: 1, the RangeDim bounds and default, every enumerated size).", range: 0...Int.max),
             .option("function", value: "name", "Only this function (default: every function)."),
@@ -28,6 +28,7 @@ enum DiagnoseCommand: Command {
             CommonOptions.threads,
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
             .flag("json", "Machine-readable findings (schema in the README)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Shapes are inferred without running kernels: each flexible input dimension becomes a

@@ -8,7 +8,7 @@ enum OptimizeCommand: Command {
     static let spec = CommandSpec(
         name: "optimize",
         summary: "Run passes over a model and write the result as an .mlpackage (atomically).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
             .option("o", value: "out.mlpackage", "Where to write the optimized package (required)."),
             .option("pipeline", value: "name", "default | cleanup | empty (default: default)."),
@@ -18,10 +18,15 @@ enum OptimizeCommand: Command {
             .flag("print-ir-after-change", "Print the MIL after every pass that changed it (stderr)."),
             .flag("time-passes", "Print how long each pass took (stderr)."),
             .flag("json", "Print op counts before/after and per-pass statistics as JSON."),
+            .flag("force", "Replace -o even when it is not a package forge-ir recognises (a folder of other files)."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Prints a table of op counts before and after, like onnx-simplifier. The verifier runs
         after every pass; the output is written to a temporary folder and renamed into place.
+        An existing -o is replaced only when it is an .mlpackage forge-ir recognises (nothing
+        but Manifest.json and the items it lists); anything else needs --force. Temporary
+        folders left by a killed run (<out>.tmp-*, <out>.old-*) are cleaned up by the next one.
         """
     )
 
@@ -69,7 +74,8 @@ enum OptimizeCommand: Command {
         let manager = PassManager(passes: passes, options: options)
         manager.log = { Console.err($0) }
         try manager.run(on: model)
-        try ModelWriter.writePackage(model, to: output)
+        let replaced = try ModelWriter.writePackage(model, to: output, options: .init(force: args.flag("force")))
+        if replaced { Console.err("replaced the existing package \(output)\n") }
         let after = opCounts(model)
         if args.flag("json") {
             var stats: [JSONValue] = []

@@ -1,3 +1,4 @@
+import Comparison
 import Foundation
 import GraphIR
 import Interpreter
@@ -9,7 +10,7 @@ enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
         summary: "Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
             CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
@@ -21,11 +22,23 @@ enum RunCommand: Command {
             CommonOptions.threads,
             CommonOptions.int8Activations,
             .int("repeat", "Time n calls after one untimed warm-up call, each from the same states; report the median (default: one timed call).", range: 1...1_000_000),
+            .option("outputs", value: "name,…|all", "Also save these op outputs (names as in dump; all = every non-constant op) as .npy in --out, with values.json."),
+            .option("max-output-bytes", value: "n", "Budget for the .npy bytes --outputs writes (default 1073741824 = 1 GiB; suffixes K, M, G)."),
+            .option("save-inputs", value: "dir", "Write the inputs of the call as <input>.npy (+ values.json) for a golden folder."),
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
+            .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
+            CommonOptions.maxMemory,
         ],
         discussion: """
         Flexible dimensions are taken from the given arrays and checked against the model's
         RangeDim bounds or EnumeratedShapes. Without --out, a short line per output is printed.
+
+        --outputs writes the values as the interpreter holds them (fp16-typed values as <f4 in
+        fp32 precision, <f2 in fp16 precision); file names are the value names, characters
+        outside A-Z a-z 0-9 . _ - replaced by _ plus a hash (values.json maps names to files).
+        When the budget is spent the remaining values are not written and run fails (exit 1)
+        naming the first value left out. The package is never changed.
+
         With --repeat N the function runs N + 1 times (the first untimed), states restored to
         their starting values (--state-in, else zeros) before every call; the outputs and states
         written are those of the last call, and the time reported is the median of the N
@@ -36,14 +49,12 @@ enum RunCommand: Command {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
         let precision = args.precision
-        let repeats = args.int("repeat", default: 0)
-        var inputs: [String: Tensor] = [:]
-        if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz) }
+        var singles: [(name: String, file: String)] = []
         for item in args.values(of: "input") {
             guard let eq = item.firstIndex(of: "="), eq != item.startIndex else {
                 throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'")
             }
-            inputs[String(item[..<eq])] = try NPY.read(path: String(item[item.index(after: eq)...]))
+            singles.append((String(item[..<eq]), String(item[item.index(after: eq)...])))
         }
         for option in ["out", "state-out"] {
             var isDir: ObjCBool = false
@@ -51,15 +62,50 @@ enum RunCommand: Command {
                 throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)")
             }
         }
+        let observed = try observedValues(args)
+        if observed != .none && args.value("out") == nil {
+            throw UsageError(message: "--outputs needs --out DIR (where the .npy files go)")
+        }
+        let maxBytes = try byteCount(args.value("max-output-bytes") ?? "1G", option: "max-output-bytes")
         let model = try ModelLoader.load(path: path)
-        let session = try Session(model: model, function: args.value("function"), precision: precision,
+        let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed,
                                   int8Activations: args.flag("int8-activations"))
-        if let dir = args.value("state-in") { try session.states.load(from: dir) }
+        let repeats = args.int("repeat", default: 0)
+        // Inputs are read knowing the dtypes they feed, so they convert as Core ML converts them.
+        let allowLossy = args.flag("allow-lossy-inputs")
+        let warn: (String) -> Void = { Console.err("\(ArgumentParser.toolName): warning: \($0)\n") }
+        var targets: [String: DType] = [:]
+        for v in session.function.inputs { if let t = v.type.tensorType { targets[v.name] = t.dtype } }
+        var inputs: [String: Tensor] = [:]
+        if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz, targets: targets, allowLossy: allowLossy, warn: warn) }
+        for (name, file) in singles {
+            inputs[name] = try NPY.read(path: file, target: targets[name], allowLossy: allowLossy, warn: warn)
+        }
+        if case let .values(names) = observed {
+            var known = Set<String>()
+            session.function.body.walk { op in for v in op.outputs { known.insert(v.name) } }
+            let unknown = names.subtracting(known).sorted()
+            if !unknown.isEmpty {
+                throw RunCLIError("--outputs: no op output named \(unknown.prefix(5).map { "'\($0)'" }.joined(separator: ", ")) in function '\(session.function.name)' (names as 'forge-ir dump' prints them)")
+            }
+        }
+        if let dir = args.value("save-inputs") {
+            let w = try ValueFiles.Writer(directory: dir, maxBytes: Int.max, function: nil, widenHalf: false)
+            for v in session.function.inputs where !v.type.isState { if let t = inputs[v.name] { w.write(v.name, t) } }
+            try w.finish(model: path, function: session.function.name, precision: precision.rawValue)
+        }
+        if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) }
+        var writer: ValueFiles.Writer?
+        if observed != .none, let dir = args.value("out") {
+            let w = try ValueFiles.Writer(directory: dir, maxBytes: maxBytes, function: session.function, widenHalf: precision == .fp32)
+            session.plan.valueObserver = { name, t in w.write(name, t) }
+            writer = w
+        }
         var samples: [Double] = []
         var outputs: [String: Tensor] = [:]
         for call in 0...repeats {
             if call > 0 {
-                if let dir = args.value("state-in") { try session.states.load(from: dir) } else { session.states.reset() }
+                if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) } else { session.states.reset() }
             }
             let start = DispatchTime.now().uptimeNanoseconds
             outputs = try session.predict(inputs)
@@ -68,9 +114,17 @@ enum RunCommand: Command {
         }
         let sorted = samples.sorted()
         let seconds = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        session.plan.valueObserver = nil
         if let dir = args.value("out") {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            for (name, t) in outputs { try NPY.write(t, path: dir + "/" + name + ".npy") }
+            for (name, t) in outputs { try NPY.write(t, path: dir + "/" + ValueFiles.fileName(for: name)) }
+        }
+        if let w = writer {
+            try w.finish(model: path, function: session.function.name, precision: precision.rawValue)
+            if let first = w.firstSkipped {
+                throw RunCLIError("--outputs: the values reach the --max-output-bytes budget of \(maxBytes) bytes: \(w.entries.count) written (\(w.bytes) bytes) to \(w.directory), \(w.skipped) left out from '\(first)' on; raise --max-output-bytes or name the values wanted")
+            }
+            Console.err("wrote \(w.entries.count) values (\(w.bytes) bytes) to \(w.directory)\n")
         }
         if let dir = args.value("state-out") { try session.states.save(to: dir) }
         let names = session.function.outputs.map(\.name)
@@ -94,7 +148,7 @@ enum RunCommand: Command {
                 obj["repeat"] = .int(repeats)
                 obj["seconds_samples"] = .array(samples.map { .double($0) })
                 obj["seconds_min"] = .double(sorted[0])
-                obj["threads"] = .int(Int(KernelISA.threads))
+                obj["threads"] = .int(KernelISA.threads)
             }
             let json = JSONValue.object(obj)
             Console.out(json.render(pretty: true) + "\n")
@@ -109,8 +163,34 @@ enum RunCommand: Command {
         return ExitCode.ok
     }
 
+    /// `--outputs a,b` / `all`.
+    static func observedValues(_ args: ParsedArguments) throws -> ObservedValues {
+        guard let text = args.value("outputs") else { return .none }
+        if text == "all" { return .all }
+        let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !names.isEmpty else { throw UsageError(message: "--outputs takes NAME[,NAME…] or all") }
+        return .values(Set(names))
+    }
+
+    /// `123`, `64K`, `512M`, `2G` (powers of 1024).
+    static func byteCount(_ text: String, option: String) throws -> Int {
+        var t = text.uppercased()
+        var mult = 1
+        if let last = t.last, let m = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30][String(last)] { mult = m; t.removeLast() }
+        guard let n = Int(t), n >= 0, n <= Int.max / mult else {
+            throw UsageError(message: "--\(option) takes a byte count (e.g. 1048576, 512M, 2G), not '\(text)'")
+        }
+        return n * mult
+    }
+
     /// Sum of the values as Double (NaN/inf propagate): a quick fingerprint of an output.
     static func checksum(_ t: Tensor) -> Double {
         t.floats.reduce(0.0) { $0 + Double($1) }
     }
+}
+
+
+struct RunCLIError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
 }

@@ -15,6 +15,10 @@ let commands: [Command.Type] = [
     DiagnoseCommand.self,
     GenerateCommand.self,
     BenchCommand.self,
+    CompareCommand.self,
+    ExtractCommand.self,
+    ReduceCommand.self,
+    CompletionCommand.self,
 ]
 
 let version = "0.1.0"
@@ -24,7 +28,7 @@ Memory.tuneMalloc()
 
 func topLevelHelp() -> String {
     var out = """
-    OVERVIEW: forge-ir — inspect Core ML ML Program models (.mlpackage, .mlmodel) on Linux.
+    OVERVIEW: forge-ir — inspect Core ML ML Program models (.mlpackage, .mlmodelc, .mlmodel) on Linux.
 
     USAGE: forge-ir <verb> [<arguments>] [<options>]
            forge-ir <verb> --help
@@ -47,8 +51,7 @@ func topLevelHelp() -> String {
 
 /// One line, whatever the error says.
 func oneLine(_ error: Error) -> String {
-    let text = String(describing: error)
-    return text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    ErrorText.describe(error)
 }
 
 func usageFailure(_ e: UsageError, verb: String) -> Int32 {
@@ -92,11 +95,14 @@ func main(_ argv: [String]) -> Int32 {
             Console.out(ArgumentParser.help(command.spec))
             return ExitCode.ok
         }
-        // The kernels' thread pool starts on first use and reads FORGE_THREADS then.
-        if let n = args.int("threads") { setenv("FORGE_THREADS", String(n), 1) }
+        try CommonOptions.apply(args)
         return try command.run(args)
     } catch let e as UsageError {
         return usageFailure(e, verb: verb)
+    } catch let e as MILTextError {
+        // One error line, then the source excerpt with a caret under the column.
+        Console.err("\(ArgumentParser.toolName): error: \(e.headline)\n\(e.caretLines)\n")
+        return ExitCode.failure
     } catch {
         Console.err("\(ArgumentParser.toolName): error: \(oneLine(error))\n")
         return ExitCode.failure

@@ -46,3 +46,32 @@ extension CLITests {
         XCTAssertTrue(r.stdout.contains("\"threads\": 1"), r.stdout)
     }
 }
+
+extension CLITests {
+    /// The bash completion comes from the same declarations: a verb's options and a choice
+    /// option's words complete (checked by running the script in bash).
+    func testBashCompletionFromDeclarations() throws {
+        let r = try run(["completion", "bash"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let dir = NSTemporaryDirectory() + "forge-ir-completion-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try r.stdout.write(toFile: dir + "/c.sh", atomically: true, encoding: .utf8)
+        let probe = """
+        source \(dir)/c.sh
+        COMP_WORDS=(forge-ir generate m --top); COMP_CWORD=3; _forge_ir; echo "${COMPREPLY[*]}"
+        COMP_WORDS=(forge-ir run m --precision f); COMP_CWORD=4; _forge_ir; echo "${COMPREPLY[*]}"
+        COMP_WORDS=(forge-ir diag); COMP_CWORD=1; _forge_ir; echo "${COMPREPLY[*]}"
+        """
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = ["-c", probe]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        p.waitUntilExit()
+        let lines = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines, ["--top-k --top-p", "fp32 fp16", "diagnose"])
+        XCTAssertEqual(try run(["completion", "fish"]).status, 64)
+    }
+}

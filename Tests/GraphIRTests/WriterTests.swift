@@ -463,9 +463,17 @@ final class WriterTests: XCTestCase {
         let built = try buildModel(dir)
         let pkg = dir + "/m.mlpackage"
         try ModelWriter.writePackage(built.model, to: pkg, options: Self.keepImmediates)
-        // A stray file in the old package must disappear with it.
+        // A package forge-ir recognises is replaced (and says so).
+        XCTAssertTrue(try ModelWriter.writePackage(built.model, to: pkg, options: Self.keepImmediates))
+        // A stray file in the old package is a user's file: refused without force (issue #11),
+        // and nothing is touched.
         _ = FileManager.default.createFile(atPath: pkg + "/stray.txt", contents: Data("x".utf8))
-        try ModelWriter.writePackage(tinyModel(), to: pkg)
+        XCTAssertThrowsError(try ModelWriter.writePackage(tinyModel(), to: pkg)) { e in
+            XCTAssertTrue("\(e)".contains("stray.txt"), "\(e)")
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: pkg + "/stray.txt"))
+        // Forced, it is replaced, the stray file with it.
+        try ModelWriter.writePackage(tinyModel(), to: pkg, options: .init(force: true))
         XCTAssertEqual(siblings(dir), ["m.mlpackage", "src.bin"])
         XCTAssertEqual(siblings(pkg), ["Data", "Manifest.json"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: pkg + Fixtures.weightSubpath))
@@ -487,7 +495,7 @@ final class WriterTests: XCTestCase {
         _ = FileManager.default.createFile(atPath: target + "/keep.txt", contents: Data("keep".utf8))
         XCTAssertThrowsError(try ModelWriter.writePackage(tinyModel(), to: target)) { e in
             guard case let .writeFailed(_, reason)? = e as? ModelError else { return XCTFail("\(e)") }
-            XCTAssertTrue(reason.contains("not an .mlpackage"), reason)
+            XCTAssertTrue(reason.contains("not a package forge-ir recognises"), reason)
         }
         XCTAssertEqual(siblings(target), ["keep.txt"])
         XCTAssertThrowsError(try ModelWriter.writeSpecFile(tinyModel(), to: target))

@@ -53,6 +53,9 @@ public final class StateBuffer {
         guard let n = type.elementCount else {
             throw InterpreterError.badState(function: "", name: name, reason: "state \(type) has too many elements")
         }
+        do { try MemoryBudget.check(bytes: CheckedSize.byteCount(elements: n, dtype: type.dtype), "state \(type)") } catch let e as SizeError {
+            throw InterpreterError.badState(function: "", name: name, reason: e.reason + " for \(type)")
+        }
         self.name = name
         self.type = type
         self.shape = shape

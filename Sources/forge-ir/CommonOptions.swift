@@ -1,0 +1,48 @@
+import Foundation
+import GraphIR
+
+/// Options several verbs share, declared once; `main` applies `--threads` and `--max-memory`
+/// before the verb runs.
+enum CommonOptions {
+    static let precision = OptionSpec.choice("precision", ["fp32", "fp16"],
+        "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE.")
+    static let threads = OptionSpec.int("threads", "Threads for the kernels (default: the CPUs this process may use; 1 = no pool).",
+                                        range: 1...256)
+    static let function = OptionSpec.option("function", value: "name", "Function to use (default: the model's default function).")
+    static let json = OptionSpec.flag("json", "Print the result as JSON.")
+    static let int8Activations = OptionSpec.flag("int8-activations",
+        "Quantize activations to int8 per block of 32 in int8-weight products (llama.cpp Q8_0 style; not Core ML's numerics).")
+    static let maxMemory = OptionSpec.option(
+        "max-memory", value: "bytes",
+        "Largest allocation from sizes a file declares (e.g. 4G, 512M; default: half of RAM).")
+
+    static func apply(_ args: ParsedArguments) throws {
+        // The kernels' thread pool starts on first use and reads FORGE_THREADS then.
+        if let n = args.int("threads") { setenv("FORGE_THREADS", String(n), 1) }
+        guard let text = args.value("max-memory") else { return }
+        guard let bytes = MemoryBudget.parse(text) else {
+            throw UsageError("--max-memory takes a size in bytes such as 4G, 512M or 1048576, not '\(text)'")
+        }
+        MemoryBudget.limit = bytes
+    }
+}
+
+/// One-line error text for the CLI: Foundation file errors as `path: reason` (never the raw
+/// `NSCocoaErrorDomain` text), and a path or phrase repeated by nested errors printed once.
+enum ErrorText {
+    static func describe(_ error: Error) -> String {
+        let text = FileErrorText.text(error).split(whereSeparator: \.isNewline).joined(separator: " ")
+        return dedupe(text)
+    }
+
+    /// `a: a: b` → `a: b`: a segment repeated right after itself (a path named by an error and
+    /// again by the error wrapping it) is kept once.
+    static func dedupe(_ text: String) -> String {
+        var out: [Substring] = []
+        for seg in text.split(separator: ": ", omittingEmptySubsequences: false) {
+            if let last = out.last, last == seg { continue }
+            out.append(seg)
+        }
+        return out.joined(separator: ": ")
+    }
+}
