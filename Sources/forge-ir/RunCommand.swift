@@ -86,7 +86,7 @@ enum RunCommand: Command {
             session.function.body.walk { op in for v in op.outputs { known.insert(v.name) } }
             let unknown = names.subtracting(known).sorted()
             if !unknown.isEmpty {
-                throw RunCLIError("--outputs: no op output named \(unknown.prefix(5).map { "'\($0)'" }.joined(separator: ", ")) in function '\(session.function.name)' (names as 'forge-ir dump' prints them)")
+                throw RunCLIError("--outputs: no op output named \(unknown.prefix(5).map { "'\($0)'" }.joined(separator: ", ")) in function '\(session.function.name)' (value names, left of '=' in 'forge-ir dump')")
             }
         }
         if let dir = args.value("save-inputs") {
