@@ -5,7 +5,8 @@
 #
 # Builds FuzzTesting/ in release with -sanitize=fuzzer,address, seeds the corpus
 # (FuzzTesting/.work/corpus-TARGET, kept between runs) from the committed fixtures, runs one
-# job on one core with a 2 GB RSS limit and a 10 s per-input timeout, and prints libFuzzer's
+# job on one core with a 2 GB RSS limit, a 10 s per-input timeout and inputs up to 4 KB
+# (larger seeds are truncated; pass -max_len=N to change it), and prints libFuzzer's
 # final statistics (stat::number_of_executed_units = the execution count). Crashing inputs are
 # written to FuzzTesting/.work/artifacts-TARGET/. Exit status: libFuzzer's (0 = nothing found).
 set -euo pipefail
@@ -38,4 +39,4 @@ for s in "${seeds[@]}"; do
 done
 
 "$bin" "$corpus" "${dict[@]}" -artifact_prefix="$artifacts/" -max_total_time="$seconds" \
-    -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 "$@"
+    -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -max_len=4096 -print_final_stats=1 "$@"

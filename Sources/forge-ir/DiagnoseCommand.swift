@@ -3,6 +3,7 @@ import GraphIR
 import Interpreter
 import Passes
 import Diagnostics
+import Generation
 
 /// `forge-ir diagnose MODEL [--seq 1,16,2048] [--function NAME] [--precision fp16] [--inputs F.npz]
 /// [--prompt-ids 1,2,3] [--dynamic] [--json]`
@@ -68,6 +69,10 @@ enum DiagnoseCommand: Command {
             var names = functions ?? model.program.functions.map(\.name)
             if request.inputs != nil, functions == nil { names = [model.defaultFunctionName] }
             try DiagnoseRuntime.run(request, model: model, functions: names, into: &d)
+        }
+        if !request.fp16 && !request.dynamic,
+           model.program.functions.contains(where: { f in (functions?.contains(f.name) ?? true) && (try? GenerationContract.detect(function: f)) != nil }) {
+            d.hints.append("stateful LLM: add --dynamic (S=1 after a prefill against one call) and --precision fp16 (fp16 overflow) to check it at run time")
         }
         if args.flag("json") {
             Console.out(d.json(modelPath: path).render(pretty: true) + "\n")
