@@ -1,6 +1,6 @@
 import Foundation
 import GraphIR
-@testable import Interpreter
+import Interpreter
 import XCTest
 
 /// Runs the per-op test vectors in `models-ir/opvectors/<family>.json` + `<family>.npz`.
