@@ -71,7 +71,7 @@ enum DiagnoseCommand: Command {
             try DiagnoseRuntime.run(request, model: model, functions: names, into: &d)
         }
         if !request.fp16 && !request.dynamic,
-           model.program.functions.contains(where: { f in (functions?.contains(f.name) ?? true) && (try? LLMContract(function: f)) != nil }) {
+           model.program.functions.contains(where: { f in (functions?.contains(f.name) ?? true) && (try? GenerationContract.detect(function: f)) != nil }) {
             d.hints.append("stateful LLM: add --dynamic (S=1 after a prefill against one call) and --precision fp16 (fp16 overflow) to check it at run time")
         }
         if args.flag("json") {
