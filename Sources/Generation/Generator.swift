@@ -69,7 +69,8 @@ public final class Generator {
         case let .prefillDecode(pre, _, dec):
             func other(_ name: String) throws -> Session {
                 name == session.function.name ? session
-                    : try Session(model: session.model, function: name, precision: session.precision, sharing: session.states)
+                    : try Session(model: session.model, function: name, precision: session.precision, sharing: session.states,
+                                  int8Activations: session.plan.int8Activations)
             }
             self.session = try other(dec)
             prefillSession = try other(pre)

@@ -55,7 +55,8 @@ enum MatmulKernels {
                 try withOptionalBase(bias) { bp in
                     try out.withUnsafeMutableBufferPointer { op in
                         if let q = quantized {
-                            try QuantizedGEMM.nt(m: m, a: xp, lda: k, weight: q, c: op.baseAddress!, ldc: n, bias: bp)
+                            try QuantizedGEMM.nt(m: m, a: xp, lda: k, weight: q, c: op.baseAddress!, ldc: n, bias: bp,
+                                                 int8Activations: inv.int8Activations)
                         } else {
                             let w = try weight.dense().floats
                             withBase(w) { wp in
@@ -195,7 +196,7 @@ enum MatmulKernels {
                     // Rank-2 weight: no y batch; each x matrix against it (x batch rows stacked when contiguous).
                     let rows = batch.count * m
                     if yNT {
-                        try QuantizedGEMM.nt(m: rows, a: xp, lda: k, weight: q, c: cp, ldc: n)
+                        try QuantizedGEMM.nt(m: rows, a: xp, lda: k, weight: q, c: cp, ldc: n, int8Activations: inv.int8Activations)
                     } else {
                         try QuantizedGEMM.nn(m: rows, a: xp, lda: k, weight: q, c: cp, ldc: n)
                     }

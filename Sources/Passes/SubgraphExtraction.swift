@@ -44,7 +44,7 @@ public enum SubgraphExtraction {
                 var nested = false
                 f.body.walk { op in if op.parent !== f.body, op.outputs.contains(where: { $0.name == n }) { nested = true } }
                 throw ExtractionError(nested ? "\(what) value '\(n)' is inside a control-flow block; name values of the function's top level"
-                                             : "\(what): function '\(fname)' has no value '\(n)' (names as 'forge-ir dump' prints them)")
+                                             : "\(what): function '\(fname)' has no value '\(n)' (value names, left of '=' in 'forge-ir dump')")
             }
             return v
         }

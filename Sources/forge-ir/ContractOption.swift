@@ -23,7 +23,8 @@ enum ContractOption {
            let v = f.inputs.first(where: { $0.name == name }) {
             throw InterpreterError.unsupported("function '\(f.name)' also takes input '\(v.name)' (\(v.type)), a table to bind once; bind it with forge-ir's library API (Generator.boundInputs)")
         }
-        let session = try Session(model: model, function: c.decodeFunction, precision: precision)
+        let session = try Session(model: model, function: c.decodeFunction, precision: precision,
+                                  int8Activations: args.flag("int8-activations"))
         return try Generator(session: session, contract: c)
     }
 }

@@ -34,6 +34,7 @@ enum GenerateCommand: Command {
             CommonOptions.function,
             ContractOption.option,
             CommonOptions.precision,
+            CommonOptions.int8Activations,
             CommonOptions.threads,
             .flag("print-prompt", "Print the prompt (the rendered chat template text; ids for --prompt-ids) and exit without running the model."),
             .flag("hide-reasoning", "Leave the reasoning span (Gemma 4's thought channel, <think>…</think>) out of the printed text."),

@@ -96,6 +96,6 @@ extension CLITests {
     func testBenchHelp() throws {
         let r = try run(["bench", "--help"])
         XCTAssertEqual(r.status, 0)
-        XCTAssertTrue(r.stdout.contains("USAGE: forge-ir bench <model> [-p <n>] [-n <n>] [-r <n>]"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("USAGE: forge-ir bench <model> [-p <n>] [-n <n>] [-d <n>] [-r <n>]"), r.stdout)
     }
 }

@@ -1,8 +1,7 @@
-// See include/CKernels.h. Levels 0 and 1: every kernel body below is written once with
-// GCC/Clang vector extensions (8 x float) as an always-inline function, then instantiated
-// twice: inside a `target("avx2,fma,f16c")` function (x86-64 only) and inside a plain function
-// compiled for the baseline ISA. Level 2 (AVX-512) lives in KernelsAVX512.c. The public entry
-// points at the end choose a body at run time (fk_simd_level).
+// Internal to CKernels: the level-0 / level-1 kernel bodies, written once with GCC/Clang
+// vector extensions (8 x float) as always-inline functions. KernelsPortable.c instantiates
+// them for the baseline ISA, KernelsAVX2.c inside `target("avx2,fma,f16c")` functions; nothing
+// here refers to any other ISA's code.
 //
 // The fp32 kernels are dot-product shaped ("NT": both operands walk along K contiguously)
 // with a 4x3 register tile of 8-wide accumulators (12 of the 16 ymm registers), or an
@@ -12,21 +11,14 @@
 // fp16 block scales (fk_qmatrix.scale_h) are widened to fp32 a chunk of blocks at a time by a
 // per-level function passed to the bodies (portable C, or F16C), so the hot loops only ever
 // read fp32 scales.
-//
-// The file ends with a tiny worker pool (fk_parallel_run): workers spin for a while after a
-// job, so the ~20 µs products of a decode step can be split across cores at all.
+#ifndef FORGE_CK_BODIES_H
+#define FORGE_CK_BODIES_H
 
-#define _GNU_SOURCE  // sched_getaffinity
 #include "ck_internal.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 // The helpers passing 8-float vectors by value are always inlined: no call ABI is involved.
 #pragma clang diagnostic ignored "-Wpsabi"
@@ -206,7 +198,7 @@ AI void sgemm_nn_body(long M, long N, long K, const float *A, long lda, const fl
 /// Widens `n` IEEE binary16 values to fp32 (one body per level: portable C, or F16C).
 typedef void (*h2f_fn)(const uint16_t *h, float *f, long n);
 
-static void h2f_row_gen(const uint16_t *h, float *f, long n) {
+static inline void h2f_row_gen(const uint16_t *h, float *f, long n) {
     for (long i = 0; i < n; i++) f[i] = fk__h2f(h[i]);
 }
 
@@ -405,239 +397,76 @@ AI void softmax_body(float *x, long rows, long n, long ld) {
     }
 }
 
-// MARK: - instantiation and dispatch
+// MARK: - int8 activations (Q8 route of fk_qgemm_nt_q8)
 
-static void sgemm_nt_gen(FK_ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
-static void sgemm_nn_gen(FK_ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
-static void qgemm_nt_gen(FK_ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc, h2f_row_gen); }
-static void dequant_gen(FK_ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo, h2f_row_gen); }
+typedef int32_t v8i __attribute__((vector_size(32)));
 
-#if FK_X86
-#include <immintrin.h>
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-static AVX2 void h2f_row_f16c(const uint16_t *h, float *f, long n) {
-    long i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-    for (; i < n; i++) f[i] = _cvtsh_ss(h[i]);
-}
-AVX2 void fk__sgemm_nt_avx2(FK_ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
-AVX2 void fk__sgemm_nn_avx2(FK_ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
-AVX2 void fk__qgemm_nt_avx2(FK_ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc, h2f_row_f16c); }
-AVX2 void fk__dequant_avx2(FK_ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo, h2f_row_f16c); }
-#endif
-
-static int detected_level(void) {
-#if FK_X86
-    __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))) return 0;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq"))
-        return 2;
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-static int g_level = -1;
-
-int fk_simd_level(void) {
-    int l = __atomic_load_n(&g_level, __ATOMIC_RELAXED);
-    if (l < 0) {
-        l = detected_level();
-        __atomic_store_n(&g_level, l, __ATOMIC_RELAXED);
-    }
-    return l;
-}
-
-void fk_set_simd_level(int level) {
-    int d = detected_level();
-    __atomic_store_n(&g_level, level < 0 ? d : (level < d ? level : d), __ATOMIC_RELAXED);
-}
-
-void fk_sgemm_nt(FK_ARGS_NT) {
-#if FK_X86
-    const int l = fk_simd_level();
-    if (l >= 2) { fk__sgemm_nt_avx512(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
-    if (l >= 1) { fk__sgemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
-#endif
-    sgemm_nt_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
-}
-
-void fk_sgemm_nn(FK_ARGS_NT) {
-#if FK_X86
-    const int l = fk_simd_level();
-    if (l >= 2) { fk__sgemm_nn_avx512(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
-    if (l >= 1) { fk__sgemm_nn_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
-#endif
-    sgemm_nn_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
-}
-
-void fk_qgemm_nt(FK_ARGS_Q) {
-#if FK_X86
-    const int l = fk_simd_level();
-    if (l >= 2) { fk__qgemm_nt_avx512(M, N, K, A, lda, W, n0, C, ldc, bias, acc); return; }
-    if (l >= 1) { fk__qgemm_nt_avx2(M, N, K, A, lda, W, n0, C, ldc, bias, acc); return; }
-#endif
-    qgemm_nt_gen(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
-}
-
-void fk_dequant(FK_ARGS_DQ) {
-#if FK_X86
-    const int l = fk_simd_level();
-    if (l >= 2) { fk__dequant_avx512(W, r0, rows, c0, cols, out, ldo); return; }
-    if (l >= 1) { fk__dequant_avx2(W, r0, rows, c0, cols, out, ldo); return; }
-#endif
-    dequant_gen(W, r0, rows, c0, cols, out, ldo);
-}
-
-void fk_softmax_rows(float *x, long rows, long n, long ld) { softmax_body(x, rows, n, ld); }
-
-// MARK: - worker pool
-
-// A job is published by bumping `gen`; tasks are claimed with a CAS on `claim` = (gen << 32) |
-// next task, so a worker still finishing an older job can never claim a task of a newer one
-// (it would see a different generation), and `fn`/`ctx`/`ntasks` read after acquiring `gen`
-// belong to the job whose tasks it manages to claim.
-
-#define POOL_MAX_WORKERS 63
-#define POOL_SPIN_NS 300000L  // a worker spins this long after its last job, then sleeps
-
-static struct {
-    pthread_once_t once;
-    int nworkers;
-    pthread_mutex_t submit;  // one job at a time
-    pthread_mutex_t mu;      // sleeping workers
-    pthread_cond_t cv;
-    atomic_long gen;
-    atomic_ulong claim;
-    atomic_long done;
-    atomic_int sleepers;
-    _Atomic(fk_task_fn) fn;
-    _Atomic(void *) ctx;
-    atomic_long ntasks;
-} pool = {.once = PTHREAD_ONCE_INIT, .submit = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
-          .cv = PTHREAD_COND_INITIALIZER};
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-static long now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000000000L + ts.tv_nsec;
-}
-
-/// Claims and runs tasks of generation `g` until none is left.
-static void pool_work(long g) {
-    fk_task_fn fn = atomic_load_explicit(&pool.fn, memory_order_relaxed);
-    void *ctx = atomic_load_explicit(&pool.ctx, memory_order_relaxed);
-    long n = atomic_load_explicit(&pool.ntasks, memory_order_relaxed);
-    const unsigned long tag = (unsigned long)g & 0xFFFFFFFFUL;
-    unsigned long c = atomic_load_explicit(&pool.claim, memory_order_acquire);
-    for (;;) {
-        if ((c >> 32) != tag || (long)(c & 0xFFFFFFFFUL) >= n) return;
-        if (!atomic_compare_exchange_weak_explicit(&pool.claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire)) continue;
-        fn(ctx, (long)(c & 0xFFFFFFFFUL));
-        atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
-        c = atomic_load_explicit(&pool.claim, memory_order_acquire);
-    }
-}
-
-static void *pool_worker(void *arg) {
-    (void)arg;
-    long seen = atomic_load_explicit(&pool.gen, memory_order_acquire);
-    for (;;) {
-        long g = atomic_load_explicit(&pool.gen, memory_order_acquire);
-        if (g == seen) {
-            long start = now_ns();
-            int spins = 0;
-            while ((g = atomic_load_explicit(&pool.gen, memory_order_acquire)) == seen) {
-                cpu_relax();
-                if (++spins % 256 == 0 && now_ns() - start > POOL_SPIN_NS) {
-                    pthread_mutex_lock(&pool.mu);
-                    atomic_fetch_add(&pool.sleepers, 1);
-                    // seq_cst pairs with the publisher's store of gen / load of sleepers.
-                    while ((g = atomic_load(&pool.gen)) == seen) pthread_cond_wait(&pool.cv, &pool.mu);
-                    atomic_fetch_sub(&pool.sleepers, 1);
-                    pthread_mutex_unlock(&pool.mu);
-                    break;
-                }
-            }
+/// Quantizes activation row x[0 ..< K] (K % 32 == 0) per block of 32, as llama.cpp's Q8_0:
+/// d[b] = max|x_block| / 127, q = x / d rounded to nearest even (|q| ≤ 127), qs[b] = Σ q of the
+/// block (as float, exact). Returns 0 (nothing usable) when a block holds an inf or NaN.
+AI int q8_quantize_body(long K, const float *x, int8_t *q, float *d, float *qs) {
+    // x·id is rounded to fp32 first, then to an integer (no fused multiply-add: every level
+    // and the references give the same q, ties included).
+#pragma clang fp contract(off)
+    for (long b = 0; b < K / 32; b++) {
+        const float *xb = x + b * 32;
+        v8i mx = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int i = 0; i < 32; i += 8) {
+            v8i a;
+            memcpy(&a, xb + i, sizeof a);
+            a &= 0x7fffffff;  // |x| as ordered integer bits (NaN above inf)
+            const v8i gt = a > mx;
+            mx = (a & gt) | (mx & ~gt);
         }
-        seen = g;
-        pool_work(g);
+        int32_t m = 0;
+        for (int i = 0; i < 8; i++) m = mx[i] > m ? mx[i] : m;
+        float amax;
+        memcpy(&amax, &m, sizeof amax);
+        if (!(amax <= 3.40282347e38f)) return 0;
+        const float dd = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
+        d[b] = dd;
+        v8i sum = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int i = 0; i < 32; i += 8) {
+            // x·id is within ±127 (+ an ulp): adding and subtracting 1.5·2^23 rounds it to an
+            // integer, to nearest even.
+            const v8f v = (ld8(xb + i) * splat(id) + splat(12582912.0f)) - splat(12582912.0f);
+            const v8i iv = __builtin_convertvector(v, v8i);
+            const v8b bv = __builtin_convertvector(iv, v8b);
+            memcpy(q + b * 32 + i, &bv, sizeof bv);
+            sum += iv;
+        }
+        int32_t s = 0;
+        for (int i = 0; i < 8; i++) s += sum[i];
+        qs[b] = (float)s;
     }
-    return NULL;
+    return 1;
 }
 
-/// Threads to use: FORGE_THREADS if set (1 = no pool), else the CPUs this process may run on.
-static long pool_threads(void) {
-    const char *env = getenv("FORGE_THREADS");
-    if (env && *env) {
-        long v = strtol(env, NULL, 10);
-        if (v >= 1) return v;
+/// The level-0 Q8 product: per output and activation row, Σ_b (s_w · d_b) · Σ_i q_x·q_w in
+/// block order (int32 block sums, fp32 total), minus Σ_b s_w · o_w · d_b · qs_b with offsets.
+AI void q8_gemv_body(long M, long N, long K, const int8_t *xq, const float *xd, const float *xs, const fk_qmatrix *W,
+                     long n0, float *C, long ldc, const float *bias, int acc, h2f_fn cvt) {
+    const long nb = K / 32, per = W->block_cols / 32;
+    for (long j = 0; j < N; j++) {
+        const long r = n0 + j;
+        const int8_t *wq = W->data + r * W->ld;
+        const long srow = (r / W->block_rows) * W->scale_ld;
+        for (long m = 0; m < M; m++) {
+            const int8_t *aq = xq + m * K;
+            float t = 0, corr = 0;
+            for (long b = 0; b < nb; b++) {
+                int32_t s = 0;
+                for (int i = 0; i < 32; i++) s += (int32_t)aq[b * 32 + i] * (int32_t)wq[b * 32 + i];
+                const float sc = scale_at(W, srow + b / per, cvt) * xd[m * nb + b];
+                t += (float)s * sc;
+                if (W->offset) corr += sc * W->offset[srow + b / per] * xs[m * nb + b];
+            }
+            float v = t - corr;
+            if (bias) v += bias[j];
+            float *dst = C + m * ldc + j;
+            *dst = acc ? *dst + v : v;
+        }
     }
-#if defined(__linux__)
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int c = CPU_COUNT(&set);
-        if (c >= 1) return c;
-    }
+}
+
 #endif
-    return sysconf(_SC_NPROCESSORS_ONLN);
-}
-
-static void pool_start(void) {
-    long cores = pool_threads();
-    int n = cores > 1 ? (int)(cores - 1) : 0;
-    if (n > POOL_MAX_WORKERS) n = POOL_MAX_WORKERS;
-    int started = 0;
-    for (int i = 0; i < n; i++) {
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &attr, pool_worker, NULL) == 0) started++;
-        pthread_attr_destroy(&attr);
-    }
-    pool.nworkers = started;
-}
-
-int fk_parallel_width(void) {
-    pthread_once(&pool.once, pool_start);
-    return pool.nworkers + 1;
-}
-
-void fk_parallel_run(long ntasks, fk_task_fn fn, void *ctx) {
-    if (ntasks <= 0) return;
-    pthread_once(&pool.once, pool_start);
-    if (ntasks == 1 || pool.nworkers == 0 || ntasks > 0x7FFFFFFFL || pthread_mutex_trylock(&pool.submit) != 0) {
-        for (long i = 0; i < ntasks; i++) fn(ctx, i);
-        return;
-    }
-    atomic_store_explicit(&pool.fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&pool.ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&pool.ntasks, ntasks, memory_order_relaxed);
-    atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
-    long g = atomic_load_explicit(&pool.gen, memory_order_relaxed) + 1;
-    atomic_store_explicit(&pool.claim, ((unsigned long)g & 0xFFFFFFFFUL) << 32, memory_order_release);
-    atomic_store(&pool.gen, g);  // seq_cst: either a sleeping worker sees it, or we see the sleeper
-    if (atomic_load(&pool.sleepers) > 0) {
-        pthread_mutex_lock(&pool.mu);
-        pthread_cond_broadcast(&pool.cv);
-        pthread_mutex_unlock(&pool.mu);
-    }
-    pool_work(g);
-    int spins = 0;
-    while (atomic_load_explicit(&pool.done, memory_order_acquire) < ntasks) {
-        cpu_relax();
-        if (++spins % 4096 == 0) sched_yield();
-    }
-    pthread_mutex_unlock(&pool.submit);
-}
