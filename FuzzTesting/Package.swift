@@ -31,7 +31,6 @@ let package = Package(
             dependencies: [
                 .product(name: "GraphIR", package: "forge-ir"),
                 .product(name: "Interpreter", package: "forge-ir"),
-                .product(name: "StateOps", package: "forge-ir"),
             ]
         ),
     ]

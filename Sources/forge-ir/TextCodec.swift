@@ -1,3 +1,5 @@
+import Foundation
+import GraphIR
 import Tokenizers
 
 /// The tokenizer and chat template as `generate` uses them.
@@ -8,7 +10,12 @@ struct TextCodec {
     /// Loads `--tokenizer` if given.
     static func load(_ args: ParsedArguments) throws -> TextCodec? {
         guard let path = args.value("tokenizer") else { return nil }
-        return TextCodec(tokenizer: try Tokenizer(path: path), path: path)
+        // A regular file of at most 512 MiB (a FIFO or device is refused, never read).
+        let data: Data
+        do { data = try SafeFile.read(path, limit: min(512 << 20, MemoryBudget.limit)) } catch let f as SafeFile.Failure {
+            throw TokenizerError.unreadable(file: path, reason: f.reason)
+        }
+        return TextCodec(tokenizer: try Tokenizer(data: data, file: path), path: path)
     }
 
     /// End-of-text tokens the tokenizer defines (`<|endoftext|>`, `<eos>`, `</s>`) stop generation.

@@ -8,7 +8,6 @@
 import Foundation
 import GraphIR
 import Interpreter
-import StateOps
 
 let workDir: String = {
     let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
