@@ -16,8 +16,9 @@ case "$target" in
   FuzzModelLoader|FuzzNPY|FuzzRun|FuzzMILText) ;;
   *) echo "fuzz.sh: unknown target '$target' (FuzzModelLoader, FuzzNPY, FuzzRun, FuzzMILText)" >&2; exit 64 ;;
 esac
-swift build -c release -Xswiftc -sanitize=fuzzer,address --package-path FuzzTesting --product "$target" >&2
+[ "${FUZZ_NO_BUILD:-0}" = 1 ] || swift build -c release -Xswiftc -sanitize=fuzzer,address --package-path FuzzTesting --product "$target" >&2
 bin=FuzzTesting/.build/release/$target
+[ -x "$bin" ] || bin=$(ls FuzzTesting/.build/*/release/"$target" 2>/dev/null | head -1)
 corpus=FuzzTesting/corpus/$target
 findings=FuzzTesting/findings/$target
 mkdir -p "$corpus" "$findings"
