@@ -1,62 +1,83 @@
 #!/usr/bin/env bash
-# Runs one libFuzzer target of FuzzTesting/ for SECONDS seconds.
-#   bash scripts/fuzz.sh FuzzModelLoader|FuzzNPY|FuzzRun SECONDS [libFuzzer options…]
-# Builds the target (release, -sanitize=fuzzer,address), seeds FuzzTesting/corpus/<TARGET>/
-# from models-ir/ the first time, and runs with an RSS limit of 2 GiB, a single-allocation
-# limit of 512 MiB (twice the 256 MiB memory budget the targets set) and a 10 s per-input
-# timeout: a crash, a hang or an over-budget allocation is a finding, written to
-# FuzzTesting/findings/<TARGET>/. libFuzzer's final statistics (number of executed units)
-# are printed at the end.
+# Build and run one libFuzzer target of FuzzTesting/ for a number of seconds.
+#
+#   scripts/fuzz.sh TARGET SECONDS [extra libFuzzer flags…]     e.g. scripts/fuzz.sh FuzzModelLoader 600
+#
+# TARGET: FuzzMILText, FuzzModelLoader, FuzzNPY or FuzzRun (see FuzzTesting/README.md).
+# Builds FuzzTesting/ in release with -sanitize=fuzzer,address (skipped with FUZZ_NO_BUILD=1),
+# seeds the corpus (FuzzTesting/.work/corpus-TARGET, kept between runs) from the committed
+# fixtures, runs one job on one core with a 2 GB RSS limit and a 10 s per-input timeout, and
+# prints libFuzzer's final statistics (stat::number_of_executed_units = the execution count).
+# The loader/npy/run targets set a 256 MiB memory budget and run with -malloc_limit_mb=512, so
+# any allocation past the budget is a finding. Crashing inputs are written to
+# FuzzTesting/.work/artifacts-TARGET/. Exit status: libFuzzer's (0 = nothing found).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=${1:?usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer options]}
-seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer options]}
+target=${1:?usage: scripts/fuzz.sh TARGET SECONDS}
+seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
 shift 2
-case "$target" in
-  FuzzModelLoader|FuzzNPY|FuzzRun|FuzzMILText) ;;
-  *) echo "fuzz.sh: unknown target '$target' (FuzzModelLoader, FuzzNPY, FuzzRun, FuzzMILText)" >&2; exit 64 ;;
-esac
-[ "${FUZZ_NO_BUILD:-0}" = 1 ] || swift build -c release -Xswiftc -sanitize=fuzzer,address --package-path FuzzTesting --product "$target" >&2
+
+[ "${FUZZ_NO_BUILD:-0}" = 1 ] || swift build -c release -Xswiftc -sanitize=fuzzer,address --package-path FuzzTesting --product "$target"
 bin=FuzzTesting/.build/release/$target
 [ -x "$bin" ] || bin=$(ls FuzzTesting/.build/*/release/"$target" 2>/dev/null | head -1)
-corpus=FuzzTesting/corpus/$target
-findings=FuzzTesting/findings/$target
-mkdir -p "$corpus" "$findings"
 
+work=FuzzTesting/.work
+corpus=$work/corpus-$target
+artifacts=$work/artifacts-$target
+mkdir -p "$corpus" "$artifacts"
 le32() {
-  local n=$1
-  printf "\\x$(printf %02x $((n & 255)))\\x$(printf %02x $(((n >> 8) & 255)))\\x$(printf %02x $(((n >> 16) & 255)))\\x$(printf %02x $(((n >> 24) & 255)))"
+    local n=$1
+    printf "\\x$(printf %02x $((n & 255)))\\x$(printf %02x $(((n >> 8) & 255)))\\x$(printf %02x $(((n >> 16) & 255)))\\x$(printf %02x $(((n >> 24) & 255)))"
 }
-small() { [ -f "$1" ] && [ "$(stat -c %s "$1")" -le 131072 ]; }
-
-if [ -z "$(ls -A "$corpus")" ]; then
-  i=0
-  case "$target" in
-    FuzzModelLoader)
-      # u32 spec length, spec, weight file (empty for inline-constant models).
-      for m in models-ir/*.mlmodel models-ir/hostile/*.mlmodel; do
-        small "$m" || continue
-        { le32 "$(stat -c %s "$m")"; cat "$m"; } > "$corpus/seed-$((i++))"
-      done
-      for p in models-ir/*.mlpackage models-ir/hostile/*.mlpackage; do
-        s=$p/Data/com.apple.CoreML/model.mlmodel; w=$p/Data/com.apple.CoreML/weights/weight.bin
-        small "$s" || continue
-        if [ -f "$w" ] && ! small "$w"; then continue; fi
-        { le32 "$(stat -c %s "$s")"; cat "$s"; [ -f "$w" ] && cat "$w"; } > "$corpus/seed-$((i++))"
-      done ;;
-    FuzzNPY)
-      # selector byte 0 (.npy) or 1 (.npz), then the file.
-      for f in $(find models-ir -name '*.npy' -size -128k) ; do { printf '\x00'; cat "$f"; } > "$corpus/seed-$((i++))"; done
-      for f in $(find models-ir -name '*.npz' -size -128k) ; do { printf '\x01'; cat "$f"; } > "$corpus/seed-$((i++))"; done ;;
-    FuzzRun)
-      for m in models-ir/*.mlmodel models-ir/hostile/*.mlmodel; do
-        small "$m" && cp "$m" "$corpus/seed-$((i++))"
-      done ;;
+small() { [ -f "$1" ] && [ "$(stat -c %s "$1")" -le "${2:-65536}" ]; }
+seeds=()
+dict=()
+limits=(-malloc_limit_mb=2048 -max_len=65536)
+case "$target" in
     FuzzMILText)
-      for f in $(find models-ir -name '*.mil' -size -128k); do cp "$f" "$corpus/seed-$((i++))"; done ;;
-  esac
-  echo "fuzz.sh: seeded $corpus with $i inputs from models-ir/" >&2
-fi
+        seeds=(models-ir/miltext/*.mil)
+        for m in models-ir/compiled/*.mlmodelc/model.mil; do
+            # the larger printed programs are seeds too, up to 64 KB
+            if [ "$(stat -c %s "$m")" -le 65536 ]; then seeds+=("$m"); fi
+        done
+        dict=(-dict=FuzzTesting/FuzzMILText.dict)
+        ;;
+    FuzzModelLoader)
+        # u32 LE spec length, the spec, then the weight file (none for inline-constant models).
+        i=0
+        for m in models-ir/*.mlmodel models-ir/hostile/*.mlmodel; do
+            small "$m" 12288 || continue
+            { le32 "$(stat -c %s "$m")"; cat "$m"; } > "$corpus/seed-$((i++))"
+        done
+        for p in models-ir/*.mlpackage models-ir/hostile/*.mlpackage; do
+            s=$p/Data/com.apple.CoreML/model.mlmodel; w=$p/Data/com.apple.CoreML/weights/weight.bin
+            small "$s" 12288 || continue
+            if [ -f "$w" ] && ! small "$w" 4096; then continue; fi
+            { le32 "$(stat -c %s "$s")"; cat "$s"; [ -f "$w" ] && cat "$w"; } > "$corpus/seed-$((i++))"
+        done
+        limits=(-malloc_limit_mb=512 -max_len=12288)
+        ;;
+    FuzzNPY)
+        # one selector byte, 0 = .npy, 1 = .npz, then the file.
+        i=0
+        for f in $(find models-ir -name '*.npy' -size -16k); do { printf '\x00'; cat "$f"; } > "$corpus/seed-$((i++))"; done
+        for f in $(find models-ir -name '*.npz' -size -16k); do { printf '\x01'; cat "$f"; } > "$corpus/seed-$((i++))"; done
+        limits=(-malloc_limit_mb=512 -max_len=16384)
+        ;;
+    FuzzRun)
+        for m in models-ir/*.mlmodel models-ir/hostile/*.mlmodel; do
+            if small "$m" 12288; then seeds+=("$m"); fi
+        done
+        limits=(-malloc_limit_mb=512 -max_len=12288)
+        ;;
+    *)
+        echo "fuzz.sh: unknown target '$target' (FuzzMILText, FuzzModelLoader, FuzzNPY, FuzzRun)" >&2
+        exit 64
+        ;;
+esac
+for s in "${seeds[@]}"; do
+    cp "$s" "$corpus/seed-$(echo "$s" | tr '/' '_')"
+done
 
-exec "$bin" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 \
-  -max_len=131072 -artifact_prefix="$findings/" -print_final_stats=1 "$@"
+"$bin" "$corpus" "${dict[@]}" -artifact_prefix="$artifacts/" -max_total_time="$seconds" \
+    -rss_limit_mb=2048 -timeout=10 "${limits[@]}" -print_final_stats=1 "$@"

@@ -15,9 +15,9 @@ swift test --skip-build
 # skipped with a message when the toolchain has no libFuzzer runtime.
 if [ "${FORGE_IR_FUZZ_SMOKE:-0}" = 1 ]; then
   if swift build -c release -Xswiftc -sanitize=fuzzer,address --package-path FuzzTesting >/dev/null 2>&1; then
-    for t in FuzzModelLoader FuzzNPY FuzzRun; do
-      bash scripts/fuzz.sh "$t" 5 2>&1 | grep -E "^(stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)" || true
-      if [ -n "$(ls -A "FuzzTesting/findings/$t" 2>/dev/null)" ]; then echo "fuzz smoke: $t has findings in FuzzTesting/findings/$t" >&2; exit 1; fi
+    for t in FuzzMILText FuzzModelLoader FuzzNPY FuzzRun; do
+      FUZZ_NO_BUILD=1 bash scripts/fuzz.sh "$t" 5 2>&1 | grep -E "^(stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)" || true
+      if [ -n "$(ls -A "FuzzTesting/.work/artifacts-$t" 2>/dev/null)" ]; then echo "fuzz smoke: $t has findings in FuzzTesting/.work/artifacts-$t" >&2; exit 1; fi
     done
   else
     echo "fuzz smoke: skipped (the toolchain cannot build with -sanitize=fuzzer,address: no libFuzzer runtime?)" >&2

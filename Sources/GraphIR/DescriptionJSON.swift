@@ -6,7 +6,9 @@
 ///   "inputs": [FEATURE], "outputs": [FEATURE], "states": [FEATURE],   // of the default function
 ///   "functions": [{"name", "opset", "inputs", "outputs", "states", "op_counts": {"const": 12, …}}],  // sorted by name
 ///   "metadata": {"author", "short_description", "version_string", "license", "user_defined": {…}},
-///   "blob_count": N, "weight_file_bytes": N }
+///   "blob_count": N, "weight_file_bytes": N,
+///   "compiled": {"description_source": "coremldata.bin" | "metadata.json" | "function signatures",
+///                "specification_version_source", "mil_version": "1.3", "notes": ["…"]} }  // .mlmodelc only
 /// FEATURE = {"name", "dtype", "shape": [1, null], "shape_range": [[l, u], …] | null,
 ///            "enumerated_shapes": [[…], …] | null, "default_shape": […] | null}
 /// ```
@@ -59,6 +61,14 @@ public enum DescriptionJSON {
             "blob_count": .int(ModelSummary.distinctBlobs(model.program).count),
             "weight_file_bytes": .int(model.weightFiles.values.reduce(0) { $0 + $1.size }),
         ]
+        if let c = model.compiled {
+            root["compiled"] = .object([
+                "description_source": .string(c.descriptionSource.rawValue),
+                "specification_version_source": .string(c.specificationVersionSource),
+                "mil_version": .string(c.milVersion),
+                "notes": .array(c.notes.map { .string($0) }),
+            ])
+        }
         if summary { root["summary"] = summaryJSON(ModelSummary(model), function: function) }
         return .object(root)
     }
@@ -129,9 +139,11 @@ public enum DescriptionJSON {
 
     /// The `summary` object of `dump --summary --json`:
     /// `{"functions": [{"name", "opset", "op_counts", "op_total", "parameters": {"fp16": {"count", "bytes"}},
-    ///   "parameter_count", "parameter_bytes", "blob_count", "blob_bytes", "state_count", "state_bytes",
-    ///   "states": [{"name", "dtype", "shape", "bytes"}]}], "parameters", "parameter_count",
-    ///   "parameter_bytes", "blob_count", "blob_bytes", "weight_file_bytes"}`
+    ///   "parameter_count", "stored_value_count", "parameter_bytes", "blob_count", "blob_bytes", "state_count",
+    ///   "state_bytes", "states": [{"name", "dtype", "shape", "bytes"}]}], "parameters", "parameter_count",
+    ///   "stored_value_count", "parameter_bytes", "blob_count", "blob_bytes", "weight_file_bytes"}`
+    /// `parameter_count` is ``WeightCount`` (what `bench` reports); `parameters` and
+    /// `stored_value_count` are every stored constant value by dtype.
     /// (model-wide totals count a blob shared by several functions once).
     public static func summaryJSON(_ s: ModelSummary, function: String? = nil) -> JSONValue {
         func params(_ p: [DType: ParameterStats]) -> JSONValue {
@@ -145,6 +157,7 @@ public enum DescriptionJSON {
                 "op_total": .int(f.opTotal),
                 "parameters": params(f.parameters),
                 "parameter_count": .int(f.parameterCount),
+                "stored_value_count": .int(f.storedValueCount),
                 "parameter_bytes": .int(f.parameterBytes),
                 "blob_count": .int(f.blobCount),
                 "blob_bytes": .int(f.blobBytes),
@@ -164,6 +177,7 @@ public enum DescriptionJSON {
             "functions": .array(fs),
             "parameters": params(s.parameters),
             "parameter_count": .int(s.parameterCount),
+            "stored_value_count": .int(s.storedValueCount),
             "parameter_bytes": .int(s.parameterBytes),
             "blob_count": .int(s.blobCount),
             "blob_bytes": .int(s.blobBytes),

@@ -11,7 +11,9 @@ import Darwin
 /// block specializations), blocks (inputs, outputs, operations in order), operations (type,
 /// inputs with their bindings, outputs with types, attributes, nested blocks). Constants are
 /// compared by type, docString and payload: immediate tensors by their stored field and
-/// elements, blob tensors by their payload bytes (not by file name or offset). Attributes and
+/// elements, blob tensors by their payload bytes (not by file name or offset; two unresolved
+/// references by file name and offset), dicts by key
+/// (entry order ignored when keys are distinct). Attributes and
 /// op inputs are compared by name, regardless of order.
 public enum IREquivalence {
     /// Human-readable differences between `a` and `b`; empty when they are equivalent.
@@ -84,7 +86,8 @@ private struct Comparer {
         check(ma.versionString, mb.versionString, "metadata versionString")
         check(ma.author, mb.author, "metadata author")
         check(ma.license, mb.license, "metadata license")
-        check(ma.userDefined.map { "\($0.key)=\($0.value)" }, mb.userDefined.map { "\($0.key)=\($0.value)" }, "metadata userDefined")
+        // userDefined is a protobuf map: compared without regard to order.
+        check(ma.userDefined.map { "\($0.key)=\($0.value)" }.sorted(), mb.userDefined.map { "\($0.key)=\($0.value)" }.sorted(), "metadata userDefined")
     }
 
     mutating func features(_ a: [FeatureDescription], _ b: [FeatureDescription], _ ctx: String) {
@@ -197,6 +200,17 @@ private struct Comparer {
             for (i, (p, q)) in zip(x, y).enumerated() { const(p, q, "\(ctx)[\(i)]") }
         case let (.dict(x), .dict(y)):
             if x.count != y.count { diff("\(ctx): \(x.count) entries vs \(y.count)"); return }
+            // A dict is unordered: with distinct keys, entries are matched by key (MIL text
+            // prints them sorted); otherwise by position.
+            let xk = x.map { MILPrinter.literal($0.key) }, yk = y.map { MILPrinter.literal($0.key) }
+            if Set(xk).count == x.count, Set(yk).count == y.count {
+                let index = Dictionary(uniqueKeysWithValues: zip(yk, y.indices))
+                for (i, p) in x.enumerated() {
+                    guard let j = index[xk[i]] else { diff("\(ctx): key \(xk[i]) only in the first value"); continue }
+                    const(p.value, y[j].value, "\(ctx) value for key \(xk[i])")
+                }
+                return
+            }
             for (i, (p, q)) in zip(x, y).enumerated() {
                 const(p.key, q.key, "\(ctx) key \(i)")
                 const(p.value, q.value, "\(ctx) value \(i)")
@@ -209,6 +223,12 @@ private struct Comparer {
     mutating func blob(_ x: BlobRef, _ y: BlobRef, _ ctx: String) {
         let key = PairKey(a: x.file?.path ?? x.fileName, ao: x.offset, b: y.file?.path ?? y.fileName, bo: y.offset)
         if equalBlobs.contains(key) { return }
+        if x.file == nil, y.file == nil {
+            // Neither reference was resolved to a file (text parsed without its model folder).
+            check(x.fileName, y.fileName, "\(ctx) unresolved blob file")
+            check(x.offset, y.offset, "\(ctx) unresolved blob offset")
+            return
+        }
         let p: UnsafeRawBufferPointer, q: UnsafeRawBufferPointer
         do { p = try x.bytes() } catch { diff("\(ctx): first blob unreadable: \(error)"); return }
         do { q = try y.bytes() } catch { diff("\(ctx): second blob unreadable: \(error)"); return }

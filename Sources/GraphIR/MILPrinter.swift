@@ -26,7 +26,8 @@
 ///   (the metadata offset, as in the file); their bytes are never read.
 /// * **Elision (our choice):** an immediate tensor with more than `elideThreshold` (64) elements
 ///   prints as `tensor<fp32, [1000]>(<1000 values>)` — the type stays exact, only the payload
-///   is replaced by a count; `<…>` cannot be mistaken for a literal.
+///   is replaced by a count; `<…>` cannot be mistaken for a literal. Pass
+///   `elideAbove: Int.max` for text that `MILTextParser` reads back into the same IR.
 /// * Several outputs: `tensor<…> a, tensor<…> b = split(…)[…];`; no outputs: no `=`.
 /// * **Nested blocks (our choice, Apple's spelling unverified):** after the op's attributes,
 ///   each block on its own lines, headed by its parenthesised inputs, body indented like a
@@ -49,16 +50,16 @@ public enum MILPrinter {
 
     /// The whole program (every function, or only `function` when given; an unknown name
     /// prints a program with no function).
-    public static func print(_ model: Model, function: String? = nil) -> String {
+    public static func print(_ model: Model, function: String? = nil, elideAbove limit: Int = elideThreshold) -> String {
         var out = ""
         let program = model.program
         out += "program(\(program.version == 1 ? "1.3" : "\(program.version).0"))\n"
         if !program.attributes.isEmpty {
-            out += "[" + attributeList(sortedByName(program.attributes)) + "]\n"
+            out += "[" + attributeList(sortedByName(program.attributes), limit) + "]\n"
         }
         out += "{\n"
         for f in program.functions where function == nil || f.name == function {
-            out += print(f, interface: model.description.interface(of: f.name))
+            out += print(f, interface: model.description.interface(of: f.name), elideAbove: limit)
         }
         out += "}\n"
         return out
@@ -67,7 +68,7 @@ public enum MILPrinter {
     /// One `func` block (indented by `indent` spaces, 4 inside a program), ending with a newline.
     /// `interface` is the function's description; when it has flexible inputs, the
     /// `FlexibleShapeInformation` attribute is added.
-    public static func print(_ function: Function, interface: FunctionDescription? = nil, indent: Int = 4) -> String {
+    public static func print(_ function: Function, interface: FunctionDescription? = nil, indent: Int = 4, elideAbove limit: Int = elideThreshold) -> String {
         var attrs = function.attributes
         if let interface, !attrs.contains(where: { $0.name == "FlexibleShapeInformation" }),
            let info = flexibleShapeInformation(interface) {
@@ -76,34 +77,34 @@ public enum MILPrinter {
         let pad = String(repeating: " ", count: indent)
         var out = pad + "func \(function.name)<\(function.opsetTag)>("
         out += function.inputs.map { "\($0.type) \($0.name)" }.joined(separator: ", ") + ")"
-        if !attrs.isEmpty { out += " [" + attributeList(sortedByName(attrs)) + "]" }
+        if !attrs.isEmpty { out += " [" + attributeList(sortedByName(attrs), limit) + "]" }
         out += " {\n"
-        printBody(function.body, indent: indent, into: &out)
+        printBody(function.body, indent: indent, limit: limit, into: &out)
         return out
     }
 
     /// The text of one operation statement (without leading indentation for the first line;
     /// nested blocks are indented relative to `indent`).
-    public static func print(_ op: Op, indent: Int = 0) -> String {
+    public static func print(_ op: Op, indent: Int = 0, elideAbove limit: Int = elideThreshold) -> String {
         var out = ""
-        printOperation(op, indent: indent, into: &out)
+        printOperation(op, indent: indent, limit: limit, into: &out)
         return out
     }
 
     /// A typed literal: `int32(3)`, `tensor<int32, [2]>([1, 1])`, `tensor<fp16, [4]>(BLOBFILE(…))`.
-    public static func literal(_ value: ConstValue) -> String {
-        "\(value.type)(\(bareLiteral(value)))"
+    public static func literal(_ value: ConstValue, elideAbove limit: Int = elideThreshold) -> String {
+        "\(value.type)(\(bareLiteral(value, limit)))"
     }
 
     // MARK: - blocks and operations
 
     /// Body of a block whose header is at `indent`: ops at `indent + 8`, `} -> (…)` at `indent + 4`.
     /// Appends `} -> (outputs);\n` (the `;` and newline omitted when `terminator` is false).
-    static func printBody(_ block: Block, indent: Int, terminator: Bool = true, into out: inout String) {
+    static func printBody(_ block: Block, indent: Int, terminator: Bool = true, limit: Int, into out: inout String) {
         let opIndent = indent + 8
         for op in block.operations {
             out += String(repeating: " ", count: opIndent)
-            printOperation(op, indent: opIndent, into: &out)
+            printOperation(op, indent: opIndent, limit: limit, into: &out)
             out += ";\n"
         }
         out += String(repeating: " ", count: indent + 4)
@@ -111,40 +112,40 @@ public enum MILPrinter {
         if terminator { out += ";\n" }
     }
 
-    static func printOperation(_ op: Op, indent: Int, into out: inout String) {
+    static func printOperation(_ op: Op, indent: Int, limit: Int, into out: inout String) {
         if !op.outputs.isEmpty {
             out += op.outputs.map { "\($0.type) \($0.name)" }.joined(separator: ", ") + " = "
         }
         out += op.type + "("
         let inputs = op.inputs.sorted { $0.name < $1.name }
-        out += inputs.map { "\($0.name) = \(operandList($0.operands))" }.joined(separator: ", ")
+        out += inputs.map { "\($0.name) = \(operandList($0.operands, limit))" }.joined(separator: ", ")
         out += ")"
         if !op.attributes.isEmpty {
             let attrs = op.attributes.sorted { a, b in
                 if (a.name == "name") != (b.name == "name") { return a.name == "name" }
                 return a.name < b.name
             }
-            out += "[" + attributeList(attrs) + "]"
+            out += "[" + attributeList(attrs, limit) + "]"
         }
         let blockIndent = indent + 4
         for block in op.blocks {
             out += "\n" + String(repeating: " ", count: blockIndent)
             out += "(" + block.inputs.map { "\($0.type) \($0.name)" }.joined(separator: ", ") + ")"
-            if !block.attributes.isEmpty { out += " [" + attributeList(sortedByName(block.attributes)) + "]" }
+            if !block.attributes.isEmpty { out += " [" + attributeList(sortedByName(block.attributes), limit) + "]" }
             out += " {\n"
-            printBody(block, indent: blockIndent, terminator: false, into: &out)
+            printBody(block, indent: blockIndent, terminator: false, limit: limit, into: &out)
         }
     }
 
-    static func operandList(_ operands: [Operand]) -> String {
-        if operands.count == 1 { return operand(operands[0]) }
-        return "(" + operands.map(operand).joined(separator: ", ") + ")"
+    static func operandList(_ operands: [Operand], _ limit: Int) -> String {
+        if operands.count == 1 { return operand(operands[0], limit) }
+        return "(" + operands.map { operand($0, limit) }.joined(separator: ", ") + ")"
     }
 
-    static func operand(_ o: Operand) -> String {
+    static func operand(_ o: Operand, _ limit: Int) -> String {
         switch o {
         case let .value(v): return v.name
-        case let .constant(c): return literal(c)
+        case let .constant(c): return literal(c, elideAbove: limit)
         }
     }
 
@@ -152,38 +153,38 @@ public enum MILPrinter {
         attrs.sorted { $0.name < $1.name }
     }
 
-    static func attributeList(_ attrs: [Attribute]) -> String {
-        attrs.map { "\($0.name) = \(literal($0.value))" }.joined(separator: ", ")
+    static func attributeList(_ attrs: [Attribute], _ limit: Int = elideThreshold) -> String {
+        attrs.map { "\($0.name) = \(literal($0.value, elideAbove: limit))" }.joined(separator: ", ")
     }
 
     // MARK: - literals
 
     /// A literal without its type: `3`, `[1, 1]`, `"s"`, `{{"k", "v"}}`, `(a, b)`, `BLOBFILE(…)`.
-    static func bareLiteral(_ value: ConstValue) -> String {
+    static func bareLiteral(_ value: ConstValue, _ limit: Int = elideThreshold) -> String {
         switch value.payload {
         case let .blob(ref):
             return "BLOBFILE(path = string(\(quote(ref.fileName))), offset = uint64(\(ref.offset)))"
         case let .tuple(items):
-            return "(" + items.map(bareLiteral).joined(separator: ", ") + ")"
+            return "(" + items.map { bareLiteral($0, limit) }.joined(separator: ", ") + ")"
         case let .list(items):
-            return "[" + items.map(bareLiteral).joined(separator: ", ") + "]"
+            return "[" + items.map { bareLiteral($0, limit) }.joined(separator: ", ") + "]"
         case let .dict(entries):
-            let parts = entries.map { "{\(bareLiteral($0.key)), \(bareLiteral($0.value))}" }.sorted()
+            let parts = entries.map { "{\(bareLiteral($0.key, limit)), \(bareLiteral($0.value, limit))}" }.sorted()
             return "{" + parts.joined(separator: ", ") + "}"
         case let .tensor(storage):
-            return tensorBody(storage, type: value.type.tensorType)
+            return tensorBody(storage, type: value.type.tensorType, limit: limit)
         }
     }
 
-    static func tensorBody(_ storage: TensorStorage, type: TensorType?) -> String {
+    static func tensorBody(_ storage: TensorStorage, type: TensorType?, limit: Int = elideThreshold) -> String {
         let dtype = type?.dtype ?? inferredDType(storage)
         let shape = type?.fixedShape
         let count = type?.elementCount ?? storedElementCount(storage, dtype: dtype)
-        if count > elideThreshold { return "<\(count) values>" }
+        if count > limit { return "<\(count) values>" }
         let elements = elementStrings(storage, dtype: dtype, count: count)
         if let shape {
             if shape.isEmpty, elements.count == 1 { return elements[0] }
-            if !shape.isEmpty, shape.reduce(1, *) == elements.count {
+            if !shape.isEmpty, type?.elementCount == elements.count {
                 return nest(elements[...], shape[...])
             }
         }

@@ -8,6 +8,9 @@ public final class Model {
     public var sourcePath: String?
     /// Mapped weight files, keyed by their resolved file-system path.
     public var weightFiles: [String: WeightFile]
+    /// Set when the model was loaded from a compiled `.mlmodelc` folder: where its
+    /// description came from and what was unknown.
+    public var compiled: CompiledModelInfo?
 
     public init(specificationVersion: Int32, description: ModelDescription, isUpdatable: Bool = false, program: Program, sourcePath: String? = nil, weightFiles: [String: WeightFile] = [:]) {
         self.specificationVersion = specificationVersion

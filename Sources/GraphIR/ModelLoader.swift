@@ -4,8 +4,10 @@ import Foundation
 /// Loads Core ML ML Program models into the IR.
 ///
 /// Accepts an `.mlpackage` folder (its `Manifest.json` names the root model; blobs resolve
-/// `@model_path` to the folder holding `model.mlmodel`) or a single `.mlmodel` protobuf file
-/// (blobs then resolve next to the file). Weight files are memory-mapped, never read whole;
+/// `@model_path` to the folder holding `model.mlmodel`), a single `.mlmodel` protobuf file
+/// (blobs then resolve next to the file), or a compiled `.mlmodelc` folder (`model.mil` text
+/// plus `coremldata.bin` / `metadata.json`, see `CompiledModelLoader`; blobs resolve in the
+/// folder). Weight files are memory-mapped, never read whole;
 /// each blob's 64-byte record is checked (sentinel, dtype, bounds) at load time.
 public enum ModelLoader {
     /// Largest `model.mlmodel` accepted (the protobuf is read into memory; weights are not).
@@ -14,7 +16,8 @@ public enum ModelLoader {
     /// Loads the model at `path`, then runs the verifier on every function.
     /// - Throws: `ModelError` — `.fileNotFound`, `.unsupportedFormat`, `.badManifest`,
     ///   `.malformedProtobuf`, `.notMLProgram`, `.missingWeightFile`, `.badWeightFile`,
-    ///   `.badBlob`, `.unknownDType`, `.invalidProgram` — each naming the file.
+    ///   `.badBlob`, `.unknownDType`, `.invalidProgram` — each naming the file; for a
+    ///   `.mlmodelc`, `MILTextError` (file, line, column) when `model.mil` does not parse.
     public static func load(path: String) throws -> Model {
         var isDir: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDir) else {
@@ -30,7 +33,13 @@ public enum ModelLoader {
             if FileManager.default.fileExists(atPath: path + "/Manifest.json") {
                 specPath = try rootSpecPath(package: path)
             } else if FileManager.default.fileExists(atPath: path + "/model.mil") {
-                throw ModelError.unsupportedFormat(path: path, reason: "compiled .mlmodelc folders are not supported yet; load the .mlpackage it was compiled from")
+                let model = try CompiledModelLoader.load(path: path)
+                try Verifier.verify(model, path: path + "/model.mil")
+                return model
+            } else if FileManager.default.fileExists(atPath: path + "/model0") {
+                throw ModelError.unsupportedFormat(path: path, reason: "a compiled pipeline (model0/, model1/, …): forge-ir's IR holds one ML Program, not a pipeline; load one stage, e.g. \(path)/model0")
+            } else if path.hasSuffix(".mlmodelc") || path.hasSuffix(".mlmodelc/") {
+                throw ModelError.unsupportedFormat(path: path, reason: "a compiled model without model.mil (not an ML Program: neural-network models compile to model.espresso.* files, which forge-ir does not read)")
             } else {
                 throw ModelError.unsupportedFormat(path: path, reason: "a folder without Manifest.json is not an .mlpackage")
             }

@@ -19,7 +19,10 @@ public struct FunctionSummary: Sendable {
     /// Constant tensor payloads by dtype: `const` values, inline constant operands and the
     /// non-`name` attributes of `constexpr_*` ops; immediate and blob, each distinct blob once.
     public var parameters: [DType: ParameterStats]
-    public var parameterCount: Int { parameters.values.reduce(0) { $0 + $1.count } }
+    /// The model's parameters as a model card counts them: ``WeightCount``.
+    public var parameterCount: Int
+    /// Every stored constant value (int8 data, their scales, small integer constants…).
+    public var storedValueCount: Int { parameters.values.reduce(0) { $0 + $1.count } }
     public var parameterBytes: Int { parameters.values.reduce(0) { $0 + $1.bytes } }
     /// Bytes of the payloads that live in weight files (distinct blobs).
     public var blobBytes: Int
@@ -38,7 +41,9 @@ public struct ModelSummary: Sendable {
     public var functions: [FunctionSummary]
     /// Model-wide parameters (distinct blobs once across all functions).
     public var parameters: [DType: ParameterStats]
-    public var parameterCount: Int { parameters.values.reduce(0) { $0 + $1.count } }
+    /// The model's parameters as a model card counts them: ``WeightCount``, each blob once.
+    public var parameterCount: Int
+    public var storedValueCount: Int { parameters.values.reduce(0) { $0 + $1.count } }
     public var parameterBytes: Int { parameters.values.reduce(0) { $0 + $1.bytes } }
     public var blobCount: Int
     public var blobBytes: Int
@@ -47,6 +52,7 @@ public struct ModelSummary: Sendable {
 
     public init(_ model: Model) {
         var collector = ParameterCollector()
+        var weights = WeightCount()
         var fs: [FunctionSummary] = []
         for f in model.program.functions {
             var local = ParameterCollector()
@@ -60,11 +66,16 @@ public struct ModelSummary: Sendable {
                 guard let t = v.type.stateWrappedTensor else { return nil }
                 return (v.name, t, t.elementCount.map { t.dtype.byteCount(elements: $0) })
             }
+            var localWeights = WeightCount()
+            localWeights.add(f)
+            weights.add(f)
             fs.append(FunctionSummary(name: f.name, opset: f.opset, opCounts: counts, parameters: local.stats,
+                                      parameterCount: localWeights.total,
                                       blobBytes: local.blobBytes, blobCount: local.blobs.count, states: states))
         }
         functions = fs
         parameters = collector.stats
+        parameterCount = weights.total
         blobCount = collector.blobs.count
         blobBytes = collector.blobBytes
         weightFileBytes = model.weightFiles.values.reduce(0) { $0 + $1.size }
@@ -121,5 +132,54 @@ struct ParameterCollector {
             stats[t.dtype, default: ParameterStats()].count += n
             stats[t.dtype, default: ParameterStats()].bytes += t.dtype.byteCount(elements: n)
         }
+    }
+}
+
+/// Parameters as a model card counts them (and as `bench` reports them): the dense element
+/// count of each `constexpr_*` result (an int8 weight counts its values, not its scales) plus
+/// every float `const` tensor that is not an operand of a constexpr op. A blob referenced by
+/// several functions counts once.
+public struct WeightCount {
+    public private(set) var total = 0
+    private var blobs = Set<BlobRef>()
+    private var seen = Set<ObjectIdentifier>()
+
+    public init() {}
+
+    public mutating func add(_ f: Function) {
+        var feedsConstexpr = Set<ObjectIdentifier>()
+        f.body.walk { op in
+            if op.type.hasPrefix("constexpr_") { for v in op.operandValues { feedsConstexpr.insert(ObjectIdentifier(v)) } }
+        }
+        f.body.walk { op in
+            guard let out = op.outputs.first, let t = out.type.tensorType, seen.insert(ObjectIdentifier(out)).inserted else { return }
+            let counts: Bool
+            if op.type.hasPrefix("constexpr_") {
+                counts = true
+            } else if op.type == "const", t.dtype.isFloat, !feedsConstexpr.contains(ObjectIdentifier(out)) {
+                counts = true
+            } else {
+                counts = false
+            }
+            guard counts else { return }
+            if let ref = Self.firstBlob(op), !blobs.insert(ref).inserted { return }
+            total += t.elementCount ?? 0
+        }
+    }
+
+    /// The weight-file blob an op's value comes from (its `val`, or a constexpr's first blob).
+    static func firstBlob(_ op: Op) -> BlobRef? {
+        func blob(_ c: ConstValue) -> BlobRef? { if case let .blob(r) = c.payload { return r } else { return nil } }
+        if let v = op.attribute("val") { return blob(v) }
+        for input in op.inputs {
+            for operand in input.operands {
+                switch operand {
+                case let .constant(c): if let r = blob(c) { return r }
+                case let .value(v): if let p = v.producer, let c = p.attribute("val"), let r = blob(c) { return r }
+                }
+            }
+        }
+        for a in op.attributes where a.name != "name" { if let r = blob(a.value) { return r } }
+        return nil
     }
 }

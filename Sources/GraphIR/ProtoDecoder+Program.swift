@@ -53,7 +53,7 @@ extension ProtoDecoder {
         for nvt in ProtoDecoder.array(f.inputs, f.n_inputs) {
             let inputName = ProtoDecoder.str(nvt.pointee.name)
             var type = try valueType(nvt.pointee.type, "\(context) input '\(inputName)'", depth: 0)
-            type = bindFlexibleDims(type, input: inputName, interface: interface)
+            type = Self.bindFlexibleDims(type, input: inputName, interface: interface)
             let v = Value(name: inputName, type: type)
             guard scope.define(v) else { throw invalid("\(context) input '\(inputName)'", "defined twice") }
             inputs.append(v)
@@ -76,7 +76,7 @@ extension ProtoDecoder {
 
     /// Replaces unknown dimensions of a flexible input by symbols carrying the description's
     /// RangeDim bounds or EnumeratedShapes values.
-    func bindFlexibleDims(_ type: MILType, input: String, interface: FunctionDescription) -> MILType {
+    static func bindFlexibleDims(_ type: MILType, input: String, interface: FunctionDescription) -> MILType {
         guard case let .tensor(t) = type, t.shape.contains(where: { $0 == .unknown }) else { return type }
         let feature = interface.inputs.first { $0.name == input }?.array
         var shape = t.shape

@@ -9,7 +9,7 @@ import CKernels
 /// target against 93 GFLOP/s for the C AVX2 body. The Swift side splits the output across
 /// cores (CKernels' worker pool) when the product is big enough and keeps ``referenceNT`` /
 /// ``referenceNN``, the plain scalar definitions the fast paths are tested against.
-enum GEMM {
+public enum GEMM {
     /// The CKernels body in use: 0 portable, 1 AVX2+FMA+F16C, 2 AVX-512 (F/BW/VL/DQ). Setting it
     /// (tests) forces a level (clamped to what the CPU supports); -1 restores detection.
     static var simdLevel: Int {
@@ -17,8 +17,9 @@ enum GEMM {
         set { fk_set_simd_level(Int32(newValue)) }
     }
 
-    /// Threads the products may use (the caller plus CKernels' worker pool, one per extra core).
-    static let cores = max(1, Int(fk_parallel_width()))
+    /// Threads the products may use (the caller plus CKernels' worker pool, one per extra core;
+    /// `FORGE_THREADS` / `--threads` when set).
+    public static let cores = max(1, Int(fk_parallel_width()))
 
     /// Multiply-adds per extra thread below which a product stays on the calling thread
     /// (2^14 ≈ 1 µs: handing a chunk to a spinning pool worker costs well under that).

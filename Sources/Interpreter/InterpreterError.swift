@@ -22,7 +22,8 @@ public enum InterpreterError: Error, Equatable, CustomStringConvertible {
         case let .unsupportedOps(f, ops):
             return "function '\(f)': no kernel for \(ops.count) op type(s): \(ops.joined(separator: ", "))"
         case let .missingInput(f, n, e): return "function '\(f)': missing input '\(n)' (expected \(e))"
-        case let .unexpectedInput(f, n, k): return "function '\(f)': unexpected input '\(n)' (inputs: \(k.joined(separator: ", ")))"
+        case let .unexpectedInput(f, n, k):
+            return "function '\(f)': unexpected input '\(n)'" + NameSuggestion.hint(n, in: k) + " (inputs: \(k.joined(separator: ", ")))"
         case let .badInput(f, n, r): return "function '\(f)': input '\(n)': \(r)"
         case let .badState(f, n, r): return "function '\(f)': state '\(n)': \(r)"
         case let .opFailed(op, type, r): return "op '\(op)' (\(type)): \(r)"

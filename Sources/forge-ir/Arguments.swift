@@ -1,6 +1,27 @@
+import Foundation
+import GraphIR
+import Interpreter
+
 /// A small command-line parser (no ArgumentParser package available):
 /// flags `--x`, options `--x value` / `--x=value`, positionals, `--` ends options,
-/// `-h` / `--help` anywhere asks for help. Errors are `UsageError`s (exit 64).
+/// `-h` / `--help` anywhere asks for help. Each verb declares its options once (name, value
+/// type, help); values are checked against their type while parsing, so a verb reads them
+/// already typed (`args.int("max-tokens")`). Errors are `UsageError`s (exit 64), with a
+/// did-you-mean for unknown options.
+
+/// What an option's value must be; checked while parsing.
+enum ValueKind: Equatable {
+    /// No value: a flag.
+    case flag
+    case text
+    /// A whole number, optionally within bounds.
+    case int(ClosedRange<Int>?)
+    case float
+    /// One of the listed words.
+    case choice([String])
+    /// Comma-separated whole numbers (`1,16,64`), each within bounds.
+    case intList(ClosedRange<Int>?)
+}
 
 /// A flag (no value) or an option (takes one value).
 struct OptionSpec {
@@ -11,13 +32,36 @@ struct OptionSpec {
     /// A flag that does the verb's whole job alone (e.g. `--list-passes`): positionals are then
     /// not required.
     var standalone = false
+    var kind: ValueKind = .text
 
     static func flag(_ name: String, _ help: String, standalone: Bool = false) -> OptionSpec {
-        OptionSpec(name: name, valueName: nil, help: help, standalone: standalone)
+        OptionSpec(name: name, valueName: nil, help: help, standalone: standalone, kind: .flag)
     }
     static func option(_ name: String, value: String, _ help: String) -> OptionSpec {
         OptionSpec(name: name, valueName: value, help: help)
     }
+    static func int(_ name: String, value: String = "n", _ help: String, range: ClosedRange<Int>? = nil) -> OptionSpec {
+        OptionSpec(name: name, valueName: value, help: help, kind: .int(range))
+    }
+    static func float(_ name: String, value: String, _ help: String) -> OptionSpec {
+        OptionSpec(name: name, valueName: value, help: help, kind: .float)
+    }
+    static func choice(_ name: String, _ choices: [String], _ help: String) -> OptionSpec {
+        OptionSpec(name: name, valueName: choices.joined(separator: "|"), help: help, kind: .choice(choices))
+    }
+    static func intList(_ name: String, value: String = "1,2,3", _ help: String, range: ClosedRange<Int>? = nil) -> OptionSpec {
+        OptionSpec(name: name, valueName: value, help: help, kind: .intList(range))
+    }
+}
+
+/// Options several verbs share, declared once.
+enum CommonOptions {
+    static let precision = OptionSpec.choice("precision", ["fp32", "fp16"],
+        "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE.")
+    static let threads = OptionSpec.int("threads", "Threads for the kernels (default: the CPUs this process may use; 1 = no pool).",
+                                        range: 1...256)
+    static let function = OptionSpec.option("function", value: "name", "Function to use (default: the model's default function).")
+    static let json = OptionSpec.flag("json", "Print the result as JSON.")
 }
 
 struct PositionalSpec {
@@ -40,9 +84,15 @@ struct CommandSpec {
 /// A usage error: exit code 64, message plus a hint to `--help`.
 struct UsageError: Error, CustomStringConvertible {
     var message: String
-    /// The command whose help to point at (`forge-ir dump`), or `forge-ir`.
-    var helpCommand: String
+    /// The command whose help to point at (`forge-ir dump`); nil: the verb being run.
+    var helpCommand: String?
     var description: String { message }
+
+    init(_ message: String) { self.message = message }
+    init(message: String, helpCommand: String? = nil) {
+        self.message = message
+        self.helpCommand = helpCommand
+    }
 }
 
 struct ParsedArguments {
@@ -58,6 +108,16 @@ struct ParsedArguments {
     func value(_ name: String) -> String? { values[name] }
     /// Every value given for option `name`, in order.
     func values(of name: String) -> [String] { allValues[name] ?? [] }
+
+    // Typed reads of options declared with that type (the parser has checked the text).
+    func int(_ name: String) -> Int? { values[name].flatMap { Int($0) } }
+    func int(_ name: String, default d: Int) -> Int { int(name) ?? d }
+    func float(_ name: String) -> Float? { values[name].flatMap { Float($0) } }
+    func float(_ name: String, default d: Float) -> Float { float(name) ?? d }
+    func ints(_ name: String) -> [Int]? { values[name].map { ArgumentParser.splitInts($0) ?? [] } }
+
+    /// `--precision` (declared as ``CommonOptions/precision``), fp32 by default.
+    var precision: Precision { values["precision"].flatMap(Precision.init(rawValue:)) ?? .fp32 }
 }
 
 enum ArgumentParser {
@@ -86,7 +146,8 @@ enum ArgumentParser {
             // Single-letter options take one dash (`-o out`); everything else two.
             let short = !a.hasPrefix("--") && a.count == 2
             guard a.hasPrefix("--") || (short && spec.options.contains { $0.name == String(a.dropFirst()) }) else {
-                throw UsageError(message: "unknown option '\(a)'", helpCommand: helpCommand)
+                throw UsageError(message: "unknown option '\(a)'" + NameSuggestion.hint(String(a.drop { $0 == "-" }), in: spec.options.map(\.name), prefix: "--"),
+                                 helpCommand: helpCommand)
             }
             var name = String(a.dropFirst(short ? 1 : 2))
             var inlineValue: String?
@@ -95,23 +156,30 @@ enum ArgumentParser {
                 name = String(name[..<eq])
             }
             guard let opt = spec.options.first(where: { $0.name == name }) else {
-                throw UsageError(message: "unknown option '\(short ? "-" : "--")\(name)'", helpCommand: helpCommand)
+                throw UsageError(message: "unknown option '\(short ? "-" : "--")\(name)'" + NameSuggestion.hint(name, in: spec.options.map(\.name), prefix: "--"),
+                                 helpCommand: helpCommand)
             }
             if opt.valueName == nil {
                 if inlineValue != nil {
                     throw UsageError(message: "option '--\(name)' does not take a value", helpCommand: helpCommand)
                 }
                 result.flags.insert(name)
-            } else if let v = inlineValue {
+            } else {
+                let v: String
+                if let inline = inlineValue {
+                    v = inline
+                } else {
+                    guard i < args.count else {
+                        throw UsageError(message: "option '\(dashes(name))\(name)' needs a value <\(opt.valueName!)>", helpCommand: helpCommand)
+                    }
+                    v = args[i]
+                    i += 1
+                }
+                if let problem = check(v, opt) {
+                    throw UsageError(message: "\(dashes(name))\(name) \(problem)", helpCommand: helpCommand)
+                }
                 result.values[name] = v
                 result.allValues[name, default: []].append(v)
-            } else {
-                guard i < args.count else {
-                    throw UsageError(message: "option '--\(name)' needs a value <\(opt.valueName!)>", helpCommand: helpCommand)
-                }
-                result.values[name] = args[i]
-                result.allValues[name, default: []].append(args[i])
-                i += 1
             }
         }
         let standalone = spec.options.contains { $0.standalone && result.flags.contains($0.name) }
@@ -124,6 +192,42 @@ enum ArgumentParser {
             throw UsageError(message: "unexpected argument '\(result.positionals[spec.positionals.count])'", helpCommand: helpCommand)
         }
         return result
+    }
+
+    /// Why `value` does not fit the option's declared kind, or nil.
+    static func check(_ value: String, _ opt: OptionSpec) -> String? {
+        func bounds(_ r: ClosedRange<Int>?) -> String {
+            guard let r else { return "" }
+            return r.upperBound == Int.max ? " ≥ \(r.lowerBound)" : " in \(r.lowerBound)...\(r.upperBound)"
+        }
+        switch opt.kind {
+        case .flag, .text:
+            return nil
+        case let .int(range):
+            guard let n = Int(value), range?.contains(n) ?? true else { return "takes a whole number\(bounds(range)), got '\(value)'" }
+            return nil
+        case .float:
+            guard let f = Double(value), f.isFinite else { return "takes a number, got '\(value)'" }
+            return nil
+        case let .choice(words):
+            guard words.contains(value) else {
+                return "must be one of \(words.joined(separator: ", ")), not '\(value)'" + NameSuggestion.hint(value, in: words)
+            }
+            return nil
+        case let .intList(range):
+            guard let list = splitInts(value), !list.isEmpty, list.allSatisfy({ range?.contains($0) ?? true }) else {
+                return "takes comma-separated whole numbers\(bounds(range)), got '\(value)'"
+            }
+            return nil
+        }
+    }
+
+    /// `1,16,64` → [1, 16, 64]; nil when an item is not a whole number.
+    static func splitInts(_ s: String) -> [Int]? {
+        let parts = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        var out: [Int] = []
+        for p in parts { guard let v = Int(p) else { return nil }; out.append(v) }
+        return out
     }
 
     /// `-` for single-letter options, `--` otherwise.

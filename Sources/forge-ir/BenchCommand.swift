@@ -19,13 +19,14 @@ enum BenchCommand: Command {
     static let spec = CommandSpec(
         name: "bench",
         summary: "Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
         options: [
-            .option("p", value: "n", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test)."),
-            .option("n", value: "n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test)."),
-            .option("r", value: "n", "Repetitions after the warm-up (default 3)."),
-            .option("precision", value: "fp32|fp16", "Numerics (default fp32: Core ML CPU)."),
-            .option("function", value: "name", "Function to drive (default: the model's default)."),
+            .int("p", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test).", range: 0...Int.max),
+            .int("n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test).", range: 0...Int.max),
+            .int("r", "Repetitions after the warm-up (default 3).", range: 1...Int.max),
+            CommonOptions.precision,
+            CommonOptions.function,
+            CommonOptions.threads,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),
             CommonOptions.maxMemory,
@@ -40,16 +41,6 @@ enum BenchCommand: Command {
         """
     )
 
-    static let help = "forge-ir bench"
-
-    static func count(_ args: ParsedArguments, _ name: String, _ d: Int, min lower: Int) throws -> Int {
-        guard let s = args.value(name) else { return d }
-        guard let v = Int(s), v >= lower else {
-            throw UsageError(message: "-\(name) takes a whole number ≥ \(lower), got '\(s)'", helpCommand: help)
-        }
-        return v
-    }
-
     struct Stats {
         var samples: [Double]
         var mean: Double { samples.isEmpty ? 0 : samples.reduce(0, +) / Double(samples.count) }
@@ -63,16 +54,13 @@ enum BenchCommand: Command {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
-        let p = try count(args, "p", 128, min: 0)
-        let n = try count(args, "n", 128, min: 0)
-        let reps = try count(args, "r", 3, min: 1)
-        guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0", helpCommand: help) }
-        let precisionText = args.value("precision") ?? "fp32"
-        guard let precision = Precision(rawValue: precisionText) else {
-            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: help)
-        }
+        let p = args.int("p", default: 128)
+        let n = args.int("n", default: 128)
+        let reps = args.int("r", default: 3)
+        guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0") }
+        let precision = args.precision
         let json = args.flag("json"), markdown = args.flag("markdown")
-        guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown", helpCommand: help) }
+        guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown") }
 
         let progress = isatty(2) != 0
         func say(_ s: String) { if progress { Console.err(s) } }
@@ -87,10 +75,10 @@ enum BenchCommand: Command {
         let loadSeconds = seconds(since: t0)
         let ctx = generator.contract.contextLength
         if p > ctx {
-            throw UsageError(message: "-p \(p) exceeds the model's context length \(ctx)", helpCommand: help)
+            throw UsageError(message: "-p \(p) exceeds the model's context length \(ctx)")
         }
         if p + n > ctx {
-            throw UsageError(message: "-p \(p) + -n \(n) = \(p + n) tokens exceed the model's context length \(ctx) (decode runs after the prefill)", helpCommand: help)
+            throw UsageError(message: "-p \(p) + -n \(n) = \(p + n) tokens exceed the model's context length \(ctx) (decode runs after the prefill)")
         }
 
         // Random ids below the vocabulary size (from the logits type, else from one probe call).
@@ -128,8 +116,8 @@ enum BenchCommand: Command {
         }
         let peak = peakResidentBytes()
         let size = packageBytes(path)
-        let params = parameterCount(model)
-        let threads = ProcessInfo.processInfo.activeProcessorCount
+        let params = ModelSummary(model).parameterCount
+        let threads = GEMM.cores
         let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
 
         if json {
@@ -185,28 +173,6 @@ enum BenchCommand: Command {
                 let attrs = try? fm.attributesOfItem(atPath: path + "/" + rel)
                 if attrs?[.type] as? FileAttributeType == .typeRegular {
                     total += (attrs?[.size] as? NSNumber)?.intValue ?? 0
-                }
-            }
-        }
-        return total
-    }
-
-    /// Weights as a model has them: the dense element count of each `constexpr_*` result (the
-    /// int8 data, not its scales) plus float `const` tensors that are not a constexpr's operand.
-    static func parameterCount(_ model: Model) -> Int {
-        var total = 0
-        var seen = Set<ObjectIdentifier>()
-        for f in model.program.functions {
-            var feedsConstexpr = Set<ObjectIdentifier>()
-            f.body.walk { op in
-                if op.type.hasPrefix("constexpr_") { for v in op.operandValues { feedsConstexpr.insert(ObjectIdentifier(v)) } }
-            }
-            f.body.walk { op in
-                guard let out = op.outputs.first, let t = out.type.tensorType, seen.insert(ObjectIdentifier(out)).inserted else { return }
-                if op.type.hasPrefix("constexpr_") {
-                    total += t.elementCount ?? 0
-                } else if op.type == "const", t.dtype.isFloat, !feedsConstexpr.contains(ObjectIdentifier(out)) {
-                    total += t.elementCount ?? 0
                 }
             }
         }

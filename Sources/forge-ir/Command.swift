@@ -13,6 +13,12 @@ protocol Command {
     static func run(_ args: ParsedArguments) throws -> Int32
 }
 
+/// A failure a verb reports as it is (exit 1): the message names the file, option or value.
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
 /// Exit codes of every verb.
 enum ExitCode {
     static let ok: Int32 = 0

@@ -1,8 +1,9 @@
 import Foundation
 import GraphIR
 
-/// Options every verb declares in its `CommandSpec` and `main` applies before the verb runs.
-enum CommonOptions {
+/// `--max-memory`: every verb declares it in its `CommandSpec`; `main` applies it before the
+/// verb runs.
+extension CommonOptions {
     static let maxMemory = OptionSpec.option(
         "max-memory", value: "bytes",
         "Largest allocation from sizes a file declares (e.g. 4G, 512M; default: half of RAM).")

@@ -79,6 +79,10 @@ enum DescriptionText {
         out += "specification version: \(model.specificationVersion)"
         if !tags.isEmpty { out += " (\(tags.joined(separator: ", ")))" }
         out += ", mlProgram\n"
+        if let c = model.compiled {
+            out += "compiled model (model.mil \(c.milVersion)): description from \(c.descriptionSource.rawValue), specification version from \(c.specificationVersionSource)\n"
+            for n in c.notes { out += "  note: \(n)\n" }
+        }
         let names = model.program.functions.map(\.name)
         if names.count > 1 {
             out += "functions: \(names.joined(separator: ", ")) (default: \(model.defaultFunctionName))\n"

@@ -17,13 +17,15 @@ enum DiagnoseCommand: Command {
     static let spec = CommandSpec(
         name: "diagnose",
         summary: "Find why a model fails at some sequence length (shapes, states, flexible shapes, fp16).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
-            .option("seq", value: "n,n,…", "Sequence lengths to check (default: 1, the RangeDim bounds and default, every enumerated size)."),
+            .intList("seq", value: "n,n,…", "Sequence lengths to check (default: 1, the RangeDim bounds and default, every enumerated size).", range: 0...Int.max),
             .option("function", value: "name", "Only this function (default: every function)."),
-            .option("precision", value: "fp16|fp32", "fp16: also run the function in fp16 precision and report the first op that overflows to inf/NaN."),
+            .choice("precision", ["fp32", "fp16"], "fp16: also run the function in fp16 precision and report the first op that overflows to inf/NaN."),
             .option("inputs", value: "file.npz", "Inputs of that run (one call, zeroed states); default for stateful LLMs: generated."),
-            .option("prompt-ids", value: "1,2,3", "Token ids of the generated LLM calls (default: 16 random ids, seed 0, or fewer if the model takes fewer)."),
+            .intList("prompt-ids", value: "1,2,3", "Token ids of the generated LLM calls (default: 16 random ids, seed 0, or fewer if the model takes fewer).",
+                     range: 0...Int(Int32.max)),
+            CommonOptions.threads,
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
             .flag("json", "Machine-readable findings (schema in the README)."),
             CommonOptions.maxMemory,
@@ -41,48 +43,21 @@ enum DiagnoseCommand: Command {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
-        var seq: [Int]?
-        if let s = args.value("seq") {
-            var values: [Int] = []
-            for part in s.split(separator: ",") {
-                guard let v = Int(part.trimmingCharacters(in: .whitespaces)), v >= 0 else {
-                    throw UsageError(message: "--seq takes comma-separated non-negative integers, got '\(s)'", helpCommand: "forge-ir diagnose")
-                }
-                values.append(v)
-            }
-            guard !values.isEmpty else { throw UsageError(message: "--seq needs at least one length", helpCommand: "forge-ir diagnose") }
-            seq = values
-        }
+        let seq = args.ints("seq")
         let model = try ModelLoader.load(path: path)
         var functions: [String]?
         if let name = args.value("function") {
             guard model.program.function(named: name) != nil else {
-                let names = model.program.functions.map(\.name).joined(separator: ", ")
-                throw DiagnoseRequestError("\(path): no function '\(name)' (functions: \(names))")
+                throw DiagnoseRequestError("\(path): " + model.program.noFunctionMessage(name))
             }
             functions = [name]
         }
         var request = DiagnoseRuntime.Request()
-        if let p = args.value("precision") {
-            guard let precision = Precision(rawValue: p) else {
-                throw UsageError(message: "--precision must be fp32 or fp16, not '\(p)'", helpCommand: "forge-ir diagnose")
-            }
-            request.fp16 = precision == .fp16
-        }
+        request.fp16 = args.precision == .fp16
         request.dynamic = args.flag("dynamic")
-        if let ids = args.value("prompt-ids") {
-            var values: [Int32] = []
-            for part in ids.split(separator: ",") {
-                guard let v = Int32(part.trimmingCharacters(in: .whitespaces)), v >= 0 else {
-                    throw UsageError(message: "--prompt-ids takes comma-separated non-negative token ids, got '\(ids)'", helpCommand: "forge-ir diagnose")
-                }
-                values.append(v)
-            }
-            guard !values.isEmpty else { throw UsageError(message: "--prompt-ids needs at least one id", helpCommand: "forge-ir diagnose") }
-            request.promptIDs = values
-        }
+        request.promptIDs = args.ints("prompt-ids").map { $0.map { Int32($0) } }
         if let npz = args.value("inputs") {
-            guard request.fp16 else { throw UsageError(message: "--inputs is for the fp16 run: add --precision fp16", helpCommand: "forge-ir diagnose") }
+            guard request.fp16 else { throw UsageError(message: "--inputs is for the fp16 run: add --precision fp16") }
             request.inputs = try NPZ.read(path: npz)
             request.inputsPath = npz
         }

@@ -1,21 +1,24 @@
 import GraphIR
 
-/// `forge-ir dump MODEL [--function NAME] [--summary] [--json]`
+/// `forge-ir dump MODEL [--function NAME] [--summary] [--json] [--mil]`
 enum DumpCommand: Command {
     static let spec = CommandSpec(
         name: "dump",
         summary: "Print a model's description and MIL text (or a summary, or JSON).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
             .option("function", value: "name", "Only this function (default: every function)."),
             .flag("summary", "Op counts, parameters per dtype and state bytes instead of MIL text."),
             .flag("json", "Machine-readable description (with --summary: plus a \"summary\" object)."),
+            .flag("mil", "Only the MIL text, nothing elided: the model.mil of a compiled model (read back by .mlmodelc loading)."),
             CommonOptions.maxMemory,
         ],
         discussion: """
         The MIL text follows the syntax of a compiled model's model.mil (so the two can be
         diffed); weights stored in weight.bin print as BLOBFILE references, inline tensors
-        with more than 64 elements as <N values>.
+        with more than 64 elements as <N values> (not with --mil). For a compiled .mlmodelc the
+        description lines say where the description came from (coremldata.bin, metadata.json
+        or the function signatures) and what was unknown.
         """
     )
 
@@ -24,8 +27,12 @@ enum DumpCommand: Command {
         let model = try ModelLoader.load(path: path)
         let only = args.value("function")
         if let only, model.program.function(named: only) == nil {
-            let names = model.program.functions.map(\.name).joined(separator: ", ")
-            throw DumpError.unknownFunction(path: path, name: only, available: names)
+            throw CLIError("\(path): " + model.program.noFunctionMessage(only))
+        }
+
+        if args.flag("mil") {
+            Console.out(MILPrinter.print(model, function: only, elideAbove: Int.max))
+            return ExitCode.ok
         }
 
         if args.flag("json") {
@@ -54,7 +61,8 @@ enum DumpCommand: Command {
                 out += "  " + pad(op, width) + leftPad(String(n), 8) + "\n"
             }
             out += "  " + pad("total", width) + leftPad(String(f.opTotal), 8) + "\n"
-            out += "parameters (\(f.name)):\n"
+            out += "parameters (\(f.name)): \(f.parameterCount)\n"
+            out += "stored constants (\(f.name)):\n"
             out += parameterTable(f.parameters)
             out += "states (\(f.name)): \(f.stateCount), \(f.stateBytes) bytes\n"
             for st in f.states {
@@ -63,7 +71,8 @@ enum DumpCommand: Command {
             out += "\n"
         }
         if only == nil, s.functions.count > 1 {
-            out += "parameters (all functions, shared blobs counted once):\n"
+            out += "parameters (all functions, shared blobs counted once): \(s.parameterCount)\n"
+            out += "stored constants (all functions):\n"
             out += parameterTable(s.parameters)
         }
         out += "weight file: \(s.weightFileBytes) bytes (\(s.blobCount) blob\(s.blobCount == 1 ? "" : "s"), \(s.blobBytes) payload bytes)\n"
@@ -82,15 +91,4 @@ enum DumpCommand: Command {
 
     static func pad(_ s: String, _ n: Int) -> String { s.count >= n ? s + " " : s + String(repeating: " ", count: n - s.count) }
     static func leftPad(_ s: String, _ n: Int) -> String { s.count >= n ? " " + s : String(repeating: " ", count: n - s.count) + s }
-}
-
-enum DumpError: Error, CustomStringConvertible {
-    case unknownFunction(path: String, name: String, available: String)
-
-    var description: String {
-        switch self {
-        case let .unknownFunction(path, name, available):
-            return "\(path): no function '\(name)'; the model has: \(available)"
-        }
-    }
 }

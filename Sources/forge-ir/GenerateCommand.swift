@@ -11,7 +11,7 @@ enum GenerateCommand: Command {
     static let spec = CommandSpec(
         name: "generate",
         summary: "Generate text with a stateful LLM package through its own input contract.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
         options: [
             .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer (byte-level BPE)."),
             .option("prompt", value: "text", "Raw prompt text (no template)."),
@@ -19,16 +19,17 @@ enum GenerateCommand: Command {
             .option("system", value: "text", "System message for --chat."),
             .option("template", value: "name", "Chat template: auto (from the tokenizer), chatml, smollm2, qwen2, qwen2.5, gemma4 (default: auto)."),
             .option("prompt-ids", value: "1,2,3", "Prompt as token ids (no tokenizer needed)."),
-            .option("max-tokens", value: "n", "Tokens to generate (default 64)."),
-            .option("temperature", value: "t", "0 = greedy (default 0)."),
-            .option("top-k", value: "k", "Sample among the k most likely tokens (default off)."),
-            .option("top-p", value: "p", "Nucleus sampling threshold (default 1 = off)."),
-            .option("repetition-penalty", value: "r", "Penalty for tokens already seen (default 1 = off)."),
-            .option("seed", value: "n", "Random seed for sampling (default 0)."),
-            .option("stop-ids", value: "1,2", "Extra token ids that stop generation."),
-            .option("prefill-chunk", value: "n", "Largest prefill call (1 = token by token; default: the graph's widest)."),
-            .option("function", value: "name", "Function to drive (default: the model's default)."),
-            .option("precision", value: "fp32|fp16", "Numerics (default fp32: Core ML CPU)."),
+            .int("max-tokens", "Tokens to generate (default 64).", range: 0...Int.max),
+            .float("temperature", value: "t", "0 = greedy (default 0)."),
+            .int("top-k", value: "k", "Sample among the k most likely tokens (default 0 = off).", range: 0...Int.max),
+            .float("top-p", value: "p", "Nucleus sampling threshold (default 1 = off)."),
+            .float("repetition-penalty", value: "r", "Penalty for tokens already seen (default 1 = off)."),
+            .int("seed", "Random seed for sampling (default 0).", range: 0...Int.max),
+            .intList("stop-ids", value: "1,2", "Extra token ids that stop generation.", range: 0...Int(Int32.max)),
+            .int("prefill-chunk", "Largest prefill call (1 = token by token; default: the graph's widest).", range: 1...Int.max),
+            CommonOptions.function,
+            CommonOptions.precision,
+            CommonOptions.threads,
             .flag("json", "Print prompt_ids, token_ids, text, tokens/s and peak memory as JSON."),
             .flag("profile", "Print time per op type (stderr)."),
             CommonOptions.maxMemory,
@@ -43,57 +44,46 @@ enum GenerateCommand: Command {
         let parts = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         return try parts.map { p in
             guard let v = Int32(p), v >= 0 else {
-                throw UsageError(message: "--\(option) takes comma-separated non-negative token ids, got '\(p)'", helpCommand: "forge-ir generate")
+                throw UsageError(message: "--\(option) takes comma-separated non-negative token ids, got '\(p)'")
             }
             return v
         }
     }
 
-    static func number<T: LosslessStringConvertible>(_ args: ParsedArguments, _ name: String, _ d: T) throws -> T {
-        guard let s = args.value(name) else { return d }
-        guard let v = T(s) else { throw UsageError(message: "--\(name) takes a number, got '\(s)'", helpCommand: "forge-ir generate") }
-        return v
-    }
-
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
-        let precisionText = args.value("precision") ?? "fp32"
-        guard let precision = Precision(rawValue: precisionText) else {
-            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: "forge-ir generate")
-        }
-        let maxTokens: Int = try number(args, "max-tokens", 64)
-        guard maxTokens >= 0 else { throw UsageError(message: "--max-tokens must be ≥ 0", helpCommand: "forge-ir generate") }
+        let precision = args.precision
+        let maxTokens = args.int("max-tokens", default: 64)
         var sampling = SamplingOptions()
-        sampling.temperature = try number(args, "temperature", Float(0))
-        sampling.topK = try number(args, "top-k", 0)
-        sampling.topP = try number(args, "top-p", Float(1))
-        sampling.repetitionPenalty = try number(args, "repetition-penalty", Float(1))
+        sampling.temperature = args.float("temperature", default: 0)
+        sampling.topK = args.int("top-k", default: 0)
+        sampling.topP = args.float("top-p", default: 1)
+        sampling.repetitionPenalty = args.float("repetition-penalty", default: 1)
         guard sampling.temperature >= 0, sampling.temperature.isFinite else {
-            throw UsageError(message: "--temperature must be ≥ 0 (0 = greedy), not \(sampling.temperature)", helpCommand: "forge-ir generate")
+            throw UsageError(message: "--temperature must be ≥ 0 (0 = greedy), not \(sampling.temperature)")
         }
         guard sampling.topP > 0, sampling.topP <= 1 else {
-            throw UsageError(message: "--top-p must be in (0, 1] (1 = off), not \(sampling.topP)", helpCommand: "forge-ir generate")
+            throw UsageError(message: "--top-p must be in (0, 1] (1 = off), not \(sampling.topP)")
         }
-        guard sampling.topK >= 0 else { throw UsageError(message: "--top-k must be ≥ 0 (0 = off)", helpCommand: "forge-ir generate") }
         guard sampling.repetitionPenalty > 0, sampling.repetitionPenalty.isFinite else {
-            throw UsageError(message: "--repetition-penalty must be > 0 (1 = off), not \(sampling.repetitionPenalty)", helpCommand: "forge-ir generate")
+            throw UsageError(message: "--repetition-penalty must be > 0 (1 = off), not \(sampling.repetitionPenalty)")
         }
-        sampling.seed = try number(args, "seed", UInt64(0))
+        sampling.seed = UInt64(args.int("seed", default: 0))
         for option in ["template", "system"] where args.value(option) != nil && args.value("chat") == nil {
-            throw UsageError(message: "--\(option) applies to --chat only", helpCommand: "forge-ir generate")
+            throw UsageError(message: "--\(option) applies to --chat only")
         }
         let given = ["prompt", "chat", "prompt-ids"].filter { args.value($0) != nil }
         guard given.count == 1 else {
-            throw UsageError(message: "give exactly one of --prompt, --chat, --prompt-ids", helpCommand: "forge-ir generate")
+            throw UsageError(message: "give exactly one of --prompt, --chat, --prompt-ids")
         }
         let text = try TextCodec.load(args)
-        var stop = Set(try args.value("stop-ids").map { try parseIDs($0, option: "stop-ids") } ?? [])
+        var stop = Set((args.ints("stop-ids") ?? []).map { Int32($0) })
         let prompt: [Int32]
         if let ids = args.value("prompt-ids") {
             prompt = try parseIDs(ids, option: "prompt-ids")
         } else {
             guard let text else {
-                throw UsageError(message: "--prompt and --chat need --tokenizer", helpCommand: "forge-ir generate")
+                throw UsageError(message: "--prompt and --chat need --tokenizer")
             }
             if let chat = args.value("chat") {
                 let encoded = try text.encodeChat(user: chat, system: args.value("system"), template: args.value("template") ?? "auto")
@@ -109,10 +99,7 @@ enum GenerateCommand: Command {
         let session = try Session(model: model, function: args.value("function"), precision: precision)
         let generator = try Generator(session: session)
         if args.flag("profile") { session.plan.profile = [:] }
-        if let chunk = args.value("prefill-chunk") {
-            guard let n = Int(chunk), n >= 1 else { throw UsageError(message: "--prefill-chunk takes a number ≥ 1", helpCommand: "forge-ir generate") }
-            generator.prefillChunk = n
-        }
+        if let n = args.int("prefill-chunk") { generator.prefillChunk = n }
         for extra in generator.contract.extraInputs {
             throw InterpreterError.unsupported("function '\(session.function.name)' also takes input '\(extra.name)' (\(extra.type)); bind it with forge-ir's library API (Generator.boundInputs)")
         }

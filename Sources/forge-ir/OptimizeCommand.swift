@@ -8,7 +8,7 @@ enum OptimizeCommand: Command {
     static let spec = CommandSpec(
         name: "optimize",
         summary: "Run passes over a model and write the result as an .mlpackage (atomically).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
             .option("o", value: "out.mlpackage", "Where to write the optimized package (required)."),
             .option("pipeline", value: "name", "default | cleanup | empty (default: default)."),
@@ -43,25 +43,25 @@ enum OptimizeCommand: Command {
         }
         let input = args.positionals[0]
         guard let output = args.value("o") else {
-            throw UsageError(message: "missing -o <out.mlpackage>", helpCommand: "forge-ir optimize")
+            throw UsageError(message: "missing -o <out.mlpackage>")
         }
         guard output.hasSuffix(".mlpackage") || output.hasSuffix(".mlpackage/") else {
-            throw UsageError(message: "-o \(output): the result is an ML Program package; name it <name>.mlpackage", helpCommand: "forge-ir optimize")
+            throw UsageError(message: "-o \(output): the result is an ML Program package; name it <name>.mlpackage")
         }
         let passes: [Pass.Type]
         if let list = args.value("passes") {
             if args.value("pipeline") != nil {
-                throw UsageError(message: "give either --pipeline or --passes, not both", helpCommand: "forge-ir optimize")
+                throw UsageError(message: "give either --pipeline or --passes, not both")
             }
             do {
                 passes = try PassRegistry.passes(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
             } catch {
-                throw UsageError(message: "\(error)", helpCommand: "forge-ir optimize")
+                throw UsageError(message: "\(error)")
             }
         } else {
             let name = args.value("pipeline") ?? "default"
             guard let p = Pipelines.pipeline(named: name) else {
-                throw UsageError(message: "unknown pipeline '\(name)' (pipelines: \(Pipelines.names.joined(separator: ", ")))", helpCommand: "forge-ir optimize")
+                throw UsageError(message: "unknown pipeline '\(name)' (pipelines: \(Pipelines.names.joined(separator: ", ")))")
             }
             passes = p
         }

@@ -9,15 +9,16 @@ enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
         summary: "Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
-            .option("function", value: "name", "Function to run (default: the model's default function)."),
+            CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
             .option("input", value: "name=file.npy", "One input (repeatable; overrides --inputs)."),
             .option("out", value: "dir", "Write one <output_name>.npy per output."),
             .option("state-in", value: "dir", "Load states from <dir>/<state>.npy (default: zeros)."),
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
-            .option("precision", value: "fp32|fp16", "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE."),
+            CommonOptions.precision,
+            CommonOptions.threads,
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
             .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
             CommonOptions.maxMemory,
@@ -30,21 +31,18 @@ enum RunCommand: Command {
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
-        let precisionText = args.value("precision") ?? "fp32"
-        guard let precision = Precision(rawValue: precisionText) else {
-            throw UsageError(message: "--precision must be fp32 or fp16, not '\(precisionText)'", helpCommand: "forge-ir run")
-        }
+        let precision = args.precision
         var singles: [(name: String, file: String)] = []
         for item in args.values(of: "input") {
             guard let eq = item.firstIndex(of: "="), eq != item.startIndex else {
-                throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'", helpCommand: "forge-ir run")
+                throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'")
             }
             singles.append((String(item[..<eq]), String(item[item.index(after: eq)...])))
         }
         for option in ["out", "state-out"] {
             var isDir: ObjCBool = false
             if let dir = args.value(option), FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), !isDir.boolValue {
-                throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)", helpCommand: "forge-ir run")
+                throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)")
             }
         }
         let model = try ModelLoader.load(path: path)

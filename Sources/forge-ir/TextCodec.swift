@@ -37,7 +37,7 @@ struct TextCodec {
             template = ChatTemplate.detect(for: tokenizer) ?? .chatML
         } else {
             guard let t = ChatTemplate.named(name) else {
-                throw UsageError(message: "unknown chat template '\(name)' (templates: auto, \(ChatTemplate.all.map(\.name).joined(separator: ", ")))", helpCommand: "forge-ir generate")
+                throw UsageError(message: "unknown chat template '\(name)' (templates: auto, \(ChatTemplate.all.map(\.name).joined(separator: ", ")))")
             }
             template = t
         }

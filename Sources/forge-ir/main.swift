@@ -15,6 +15,7 @@ let commands: [Command.Type] = [
     DiagnoseCommand.self,
     GenerateCommand.self,
     BenchCommand.self,
+    CompletionCommand.self,
 ]
 
 let version = "0.1.0"
@@ -24,7 +25,7 @@ Memory.tuneMalloc()
 
 func topLevelHelp() -> String {
     var out = """
-    OVERVIEW: forge-ir — inspect Core ML ML Program models (.mlpackage, .mlmodel) on Linux.
+    OVERVIEW: forge-ir — inspect Core ML ML Program models (.mlpackage, .mlmodelc, .mlmodel) on Linux.
 
     USAGE: forge-ir <verb> [<arguments>] [<options>]
            forge-ir <verb> --help
@@ -50,9 +51,9 @@ func oneLine(_ error: Error) -> String {
     ErrorText.describe(error)
 }
 
-func usageFailure(_ e: UsageError) -> Int32 {
+func usageFailure(_ e: UsageError, verb: String) -> Int32 {
     Console.err("\(ArgumentParser.toolName): error: \(oneLine(e))\n")
-    Console.err("Run '\(e.helpCommand) --help' for usage.\n")
+    Console.err("Run '\(e.helpCommand ?? "\(ArgumentParser.toolName) \(verb)") --help' for usage.\n")
     return ExitCode.usage
 }
 
@@ -79,7 +80,8 @@ func main(_ argv: [String]) -> Int32 {
         break
     }
     guard let command = commands.first(where: { $0.spec.name == verb }) else {
-        let what = verb.hasPrefix("-") ? "unknown option '\(verb)'" : "unknown verb '\(verb)'"
+        let what = verb.hasPrefix("-") ? "unknown option '\(verb)'"
+            : "unknown verb '\(verb)'" + NameSuggestion.hint(verb, in: commands.map { $0.spec.name })
         Console.err("\(ArgumentParser.toolName): error: \(what)\n")
         Console.err("Run 'forge-ir --help' for the list of verbs.\n")
         return ExitCode.usage
@@ -91,9 +93,15 @@ func main(_ argv: [String]) -> Int32 {
             return ExitCode.ok
         }
         try CommonOptions.apply(args, helpCommand: "forge-ir \(command.spec.name)")
+        // The kernels' thread pool starts on first use and reads FORGE_THREADS then.
+        if let n = args.int("threads") { setenv("FORGE_THREADS", String(n), 1) }
         return try command.run(args)
     } catch let e as UsageError {
-        return usageFailure(e)
+        return usageFailure(e, verb: verb)
+    } catch let e as MILTextError {
+        // One error line, then the source excerpt with a caret under the column.
+        Console.err("\(ArgumentParser.toolName): error: \(e.headline)\n\(e.caretLines)\n")
+        return ExitCode.failure
     } catch {
         Console.err("\(ArgumentParser.toolName): error: \(oneLine(error))\n")
         return ExitCode.failure

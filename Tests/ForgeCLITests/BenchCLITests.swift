@@ -66,7 +66,7 @@ extension CLITests {
             (["bench", model, "-n", "-3"], "-n takes a whole number"),
             (["bench", model, "-r", "0"], "-r takes a whole number ≥ 1"),
             (["bench", model, "-p", "0", "-n", "0"], "nothing to measure"),
-            (["bench", model, "--precision", "int4"], "--precision must be fp32 or fp16"),
+            (["bench", model, "--precision", "int4"], "--precision must be one of fp32, fp16, not 'int4'"),
             (["bench", model, "--json", "--markdown"], "at most one of --json, --markdown"),
             (["bench", model, "-q", "1"], "unknown option '-q'"),
             // Context length 256: P alone, and P + N (the decode runs after the prefill).

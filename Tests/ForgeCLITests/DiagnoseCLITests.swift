@@ -79,7 +79,7 @@ extension CLITests {
     func testDiagnoseUsageErrors() throws {
         let r = try run(["diagnose", try fixture("tiny_llama_fp16.mlpackage"), "--seq", "1,x"])
         XCTAssertEqual(r.status, 64)
-        XCTAssertTrue(r.stderr.contains("--seq takes comma-separated non-negative integers"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("--seq takes comma-separated whole numbers ≥ 0, got '1,x'"), r.stderr)
         let f = try run(["diagnose", try fixture("tiny_llama_fp16.mlpackage"), "--function", "nope"])
         XCTAssertEqual(f.status, 1)
         XCTAssertTrue(f.stderr.contains("no function 'nope'"), f.stderr)

@@ -328,7 +328,9 @@ final class PrinterTests: XCTestCase {
         XCTAssertEqual(json["metadata"]?["user_defined"], .object(["com.github.apple.coremltools.version": .string("9.0")]))
         XCTAssertTrue(text.contains("\"blob_count\": 1,\n"))
         XCTAssertNil(json["summary"])
-        XCTAssertEqual(DescriptionJSON.json(m, summary: true)["summary"]?["parameter_count"], .int(2049))
+        // Parameters: the 2048-value float table; stored values also count the int32 constant.
+        XCTAssertEqual(DescriptionJSON.json(m, summary: true)["summary"]?["parameter_count"], .int(2048))
+        XCTAssertEqual(DescriptionJSON.json(m, summary: true)["summary"]?["stored_value_count"], .int(2049))
     }
 
     func testEnumeratedJSONShape() {

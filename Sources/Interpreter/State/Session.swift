@@ -14,7 +14,7 @@ public final class Session {
         self.model = model
         let fname = name ?? model.defaultFunctionName
         guard let f = model.program.function(named: fname) else {
-            throw InterpreterError.unsupported("no function '\(fname)' (the model has: \(model.program.functions.map(\.name).joined(separator: ", ")))")
+            throw InterpreterError.unsupported(model.program.noFunctionMessage(fname))
         }
         function = f
         plan = try ExecutionPlan(function: f, precision: precision)
