@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "Tokenizers", targets: ["Tokenizers"]),
         .library(name: "Generation", targets: ["Generation"]),
         .library(name: "Diagnostics", targets: ["Diagnostics"]),
+        .library(name: "Comparison", targets: ["Comparison"]),
         .executable(name: "forge-ir", targets: ["forge-ir"]),
     ],
     targets: [
@@ -49,9 +50,11 @@ let package = Package(
         // Analyses that run the model (fp16 overflow, S=1 vs S=N): above the passes and the
         // interpreter.
         .target(name: "Diagnostics", dependencies: ["GraphIR", "Interpreter", "Passes", "Generation"]),
+        // Intermediate values on disk, error metrics, `forge-ir compare`'s walk.
+        .target(name: "Comparison", dependencies: ["GraphIR", "Interpreter"]),
         .executableTarget(
             name: "forge-ir",
-            dependencies: ["GraphIR", "Interpreter", "Passes", "Tokenizers", "Generation", "Diagnostics"]
+            dependencies: ["GraphIR", "Interpreter", "Passes", "Tokenizers", "Generation", "Diagnostics", "Comparison"]
         ),
         // Shared by every test target: fixture paths, the seeded RNG, closeness checks, the
         // op-vector runner and the FileCheck matcher.
@@ -73,7 +76,7 @@ let package = Package(
         // dependency makes `swift test` build the executable first.
         .testTarget(
             name: "ForgeCLITests",
-            dependencies: ["forge-ir", "GraphIR", "Interpreter", "TestSupport"],
+            dependencies: ["forge-ir", "GraphIR", "Interpreter", "TestSupport", "Comparison"],
             exclude: ["Snapshots"]
         ),
     ],

@@ -1,10 +1,9 @@
 // swift-tools-version:6.0
-// libFuzzer targets for forge-ir's readers of untrusted input, one executable per fuzzer (the
-// layout of swift-protobuf's FuzzTesting/): a separate package depending on the parent by path.
-// Build and run with scripts/fuzz.sh TARGET SECONDS, or:
+// libFuzzer targets for forge-ir, laid out like swift-protobuf's FuzzTesting/: a separate
+// package depending on the parent by path, one executable target per fuzzer. Build with
 //   swift build -c release -Xswiftc -sanitize=fuzzer,address --package-path FuzzTesting
-//   FuzzTesting/.build/release/FuzzMILText CORPUS_DIR -max_total_time=60
-// Each main.swift defines `LLVMFuzzerTestOneInput` with @_cdecl.
+// (or `bash scripts/fuzz.sh TARGET SECONDS`). Each main.swift defines
+// `LLVMFuzzerTestOneInput` for libFuzzer.
 import PackageDescription
 
 let package = Package(
@@ -20,8 +19,7 @@ let package = Package(
             dependencies: [.product(name: "GraphIR", package: "forge-ir")]
         ),
         // A .mlmodel protobuf plus a weight file: ModelLoader (wire-format scan, protobuf-c,
-        // decoder, blob records) and the verifier. Its main.swift hands the entry point to
-        // libFuzzer's driver (LLVMFuzzerRunDriver) from top-level code.
+        // decoder, blob records) and the verifier.
         .executableTarget(
             name: "FuzzModelLoader",
             dependencies: [.product(name: "GraphIR", package: "forge-ir")]

@@ -71,6 +71,9 @@ CHATML_TEMPLATE = (
 # message or thinking is on (`<|think|>` first), roles user/model, content trimmed, earlier model
 # turns stripped of `<|channel>...<channel|>` thoughts; the generation prompt opens a model turn
 # (the 26B/31B templates then add an empty thought channel when thinking is off: `empty_thought`).
+# forge-ir's built-in gemma4 template (models-ir/chat_templates/forge-ir-gemma4.jinja, recorded by
+# tools/make_chat_template_vectors.py) follows the public copy of Google's template instead: `<|think|>` without
+# the newline this reduced text writes (TokenizerTests skips these enable_thinking cases).
 GEMMA4_TEMPLATE = """
 {%- macro strip_thinking(text) -%}
   {%- set ns = namespace(result='') -%}

@@ -28,8 +28,9 @@ import GraphIR
 enum AttentionFusion {
     static let maskedThreshold: Float = -1e4
 
-    /// Rewrites `plan`'s steps in place. `useCount` counts reads of each slot.
-    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int]) {
+    /// Rewrites `plan`'s steps in place. `useCount` counts reads of each slot; a chain whose
+    /// removed steps produce a `protected` slot (an observed value) is left unfused.
+    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], protected: Set<Int> = []) {
         var producer: [Int: Int] = [:]
         for (i, st) in plan.steps.enumerated() { for s in st.outputSlots { producer[s] = i } }
         func slot(_ st: ExecutionPlan.Step, _ name: String) -> Int? {
@@ -81,6 +82,8 @@ enum AttentionFusion {
                   let (i1, m1) = step(slot(mul, "x"), "matmul"),
                   constBool(m1, "transpose_x", default: false) == false, constBool(m1, "transpose_y", default: false) == true,
                   let q = slot(m1, "x"), let k = repeatedKV(slot(m1, "y"), readBy: i2), k.1 == v.1 else { continue }
+            let removed = [ip, ia, iscale, i1] + k.2 + v.2
+            if !protected.isEmpty, removed.contains(where: { plan.steps[$0].outputSlots.contains(where: protected.contains) }) { continue }
             let scale = mul.op.type == "mul" ? sv : 1 / sv
             let rep = k.1
             let fused = ExecutionPlan.Step(
@@ -89,7 +92,7 @@ enum AttentionFusion {
                          (name: "value", refs: [.slot(v.0)]), (name: "mask", refs: [.slot(maskSlot)])],
                 outputSlots: m2.outputSlots, release: [], isConstant: false, blocks: [])
             replace[i2] = fused
-            for r in [ip, ia, iscale, i1] + k.2 + v.2 { remove.insert(r) }
+            for r in removed { remove.insert(r) }
         }
         guard !replace.isEmpty else { return }
         plan.steps = plan.steps.enumerated().compactMap { i, st in

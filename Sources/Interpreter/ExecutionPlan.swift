@@ -125,6 +125,20 @@ public final class ExecutionPlan {
     /// are reported on the run that first evaluates them. Used by `forge-ir diagnose`.
     public var observer: ((Op, [RuntimeValue]) -> Void)?
 
+    /// When set, called with the name and value of every op output the plan was built to observe
+    /// (``init(function:precision:observing:)``), right after the op runs. The tensor is the
+    /// plan's own buffer, not a copy: an observer that keeps it shares the storage, and the
+    /// plan's buffer pool then copies before reusing it (copy-on-write), so a kept tensor never
+    /// changes. Float values are as held: fp16-typed values are fp16-rounded in `fp16`
+    /// precision, fp32 in `fp32` precision (Core ML's CPU path). Compressed constants (results
+    /// of `constexpr_*` ops named explicitly) are reported dequantized (a copy). Nil by default:
+    /// a plan without it runs exactly as before (one nil check per op).
+    public var valueObserver: ((_ name: String, _ value: Tensor) -> Void)?
+    /// What the plan was built to observe (see ``ObservedValues``).
+    public let observing: ObservedValues
+    /// Output slots of observed values (``observing`` as slots; empty for `.all` and `.none`).
+    var observedSlots = Set<Int>()
+
     /// `--profile` text: op types by total time.
     public func profileReport() -> String {
         guard let profile else { return "" }
@@ -143,20 +157,28 @@ public final class ExecutionPlan {
     }
 
     /// Builds the plan.
+    /// - Parameter observing: the op outputs ``valueObserver`` will see. Execution-level
+    ///   fusions (fused attention, in-place KV writes) remove intermediate values; a fusion
+    ///   that would remove an observed value is not applied, so every observed value is
+    ///   reported (`.all` disables those fusions; `.none`, the default, keeps them all).
     /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
-    public init(function: Function, precision: Precision = .fp32) throws {
+    public init(function: Function, precision: Precision = .fp32, observing: ObservedValues = .none) throws {
         self.function = function
         self.precision = precision
+        self.observing = observing
         var missing = Set<String>()
         inputSlots = function.inputs.map { newSlot($0) }
         try build(function.body, into: root, missing: &missing)
         guard missing.isEmpty else {
             throw InterpreterError.unsupportedOps(function: function.name, ops: missing.sorted())
         }
-        if precision == .fp32 {
-            AttentionFusion.apply(root, useCount: useCounts(root))
+        let protected = protectedSlots()
+        if precision == .fp32 && observing != .all {
+            AttentionFusion.apply(root, useCount: useCounts(root), protected: protected)
         }
-        StateUpdateFusion.apply(root, useCount: useCounts(root))
+        if observing != .all {
+            StateUpdateFusion.apply(root, useCount: useCounts(root), protected: protected)
+        }
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
         installRowSelection(useCount: useCounts(root))
         findHalfViewConstants()
@@ -415,6 +437,7 @@ public final class ExecutionPlan {
                 if step.isConstant { constantOpCache[s] = r; pool.pin(r, forRun: false) } else { slots[s] = r; pool.noteProduced(r, by: step.op.type) }
             }
             if let observer { observer(step.op, step.outputSlots.compactMap { slots[$0] ?? constantOpCache[$0] }) }
+            if let valueObserver { report(step, slots: slots, to: valueObserver) }
             for s in step.release {
                 if let v = slots[s] {
                     slots[s] = nil

@@ -54,16 +54,6 @@ struct OptionSpec {
     }
 }
 
-/// Options several verbs share, declared once.
-enum CommonOptions {
-    static let precision = OptionSpec.choice("precision", ["fp32", "fp16"],
-        "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE.")
-    static let threads = OptionSpec.int("threads", "Threads for the kernels (default: the CPUs this process may use; 1 = no pool).",
-                                        range: 1...256)
-    static let function = OptionSpec.option("function", value: "name", "Function to use (default: the model's default function).")
-    static let json = OptionSpec.flag("json", "Print the result as JSON.")
-}
-
 struct PositionalSpec {
     var name: String
     var help: String

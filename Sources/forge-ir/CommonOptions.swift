@@ -1,18 +1,25 @@
 import Foundation
 import GraphIR
 
-/// `--max-memory`: every verb declares it in its `CommandSpec`; `main` applies it before the
-/// verb runs.
-extension CommonOptions {
+/// Options several verbs share, declared once; `main` applies `--threads` and `--max-memory`
+/// before the verb runs.
+enum CommonOptions {
+    static let precision = OptionSpec.choice("precision", ["fp32", "fp16"],
+        "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE.")
+    static let threads = OptionSpec.int("threads", "Threads for the kernels (default: the CPUs this process may use; 1 = no pool).",
+                                        range: 1...256)
+    static let function = OptionSpec.option("function", value: "name", "Function to use (default: the model's default function).")
+    static let json = OptionSpec.flag("json", "Print the result as JSON.")
     static let maxMemory = OptionSpec.option(
         "max-memory", value: "bytes",
         "Largest allocation from sizes a file declares (e.g. 4G, 512M; default: half of RAM).")
 
-    /// Applies `--max-memory` when the verb declares it.
-    static func apply(_ args: ParsedArguments, helpCommand: String) throws {
+    static func apply(_ args: ParsedArguments) throws {
+        // The kernels' thread pool starts on first use and reads FORGE_THREADS then.
+        if let n = args.int("threads") { setenv("FORGE_THREADS", String(n), 1) }
         guard let text = args.value("max-memory") else { return }
         guard let bytes = MemoryBudget.parse(text) else {
-            throw UsageError(message: "--max-memory takes a size in bytes such as 4G, 512M or 1048576, not '\(text)'", helpCommand: helpCommand)
+            throw UsageError("--max-memory takes a size in bytes such as 4G, 512M or 1048576, not '\(text)'")
         }
         MemoryBudget.limit = bytes
     }

@@ -4,20 +4,24 @@ import Tokenizers
 import Interpreter
 import Generation
 
-/// `forge-ir generate MODEL [--tokenizer tokenizer.json] (--prompt TEXT | --chat TEXT | --prompt-ids 1,2,3)
-/// [--system TEXT] [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]
-/// [--repetition-penalty R] [--seed S] [--prefill-chunk N] [--precision fp32|fp16] [--json]`
+/// `forge-ir generate MODEL [--tokenizer tokenizer.json|DIR] (--prompt TEXT | --chat TEXT | --messages F.json | --prompt-ids 1,2,3)
+/// [--system TEXT] [--template auto|NAME|FILE.jinja] [--template-var K=V]... [--print-prompt] [--hide-reasoning]
+/// [--max-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--prefill-chunk N]
+/// [--precision fp32|fp16] [--json]`
 enum GenerateCommand: Command {
     static let spec = CommandSpec(
         name: "generate",
         summary: "Generate text with a stateful LLM package through its own input contract.",
         positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
         options: [
-            .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer (byte-level BPE)."),
+            .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer.json, or its folder (its tokenizer_config.json is read too)."),
             .option("prompt", value: "text", "Raw prompt text (no template)."),
             .option("chat", value: "text", "A user message, wrapped in the chat template."),
+            .option("messages", value: "chat.json", "A chat as JSON ([{\"role\": …, \"content\": …}, …]), wrapped in the chat template."),
             .option("system", value: "text", "System message for --chat."),
-            .option("template", value: "name", "Chat template: auto (from the tokenizer), chatml, smollm2, qwen2, qwen2.5, gemma4 (default: auto)."),
+            .option("template", value: "name|file", "Chat template: auto (the tokenizer's own chat_template, else the built-in its vocabulary points to), "
+                    + ChatTemplate.builtinNames.joined(separator: ", ") + ", a named template of the tokenizer's config, or a .jinja file (default: auto)."),
+            .option("template-var", value: "key=value", "A variable for the chat template, e.g. enable_thinking=true (value read as JSON, else as text; repeatable)."),
             .option("prompt-ids", value: "1,2,3", "Prompt as token ids (no tokenizer needed)."),
             .int("max-tokens", "Tokens to generate (default 64).", range: 0...Int.max),
             .float("temperature", value: "t", "0 = greedy (default 0)."),
@@ -30,13 +34,18 @@ enum GenerateCommand: Command {
             CommonOptions.function,
             CommonOptions.precision,
             CommonOptions.threads,
-            .flag("json", "Print prompt_ids, token_ids, text, tokens/s and peak memory as JSON."),
+            .flag("print-prompt", "Print the prompt (the rendered chat template text; ids for --prompt-ids) and exit without running the model."),
+            .flag("hide-reasoning", "Leave the reasoning span (Gemma 4's thought channel, <think>…</think>) out of the printed text."),
+            .flag("json", "Print prompt_ids, token_ids, text, reasoning, response, tokens/s and peak memory as JSON."),
             .flag("profile", "Print time per op type (stderr)."),
             CommonOptions.maxMemory,
         ],
         discussion: """
         Streams text to stdout as it is generated (with a tokenizer; ids otherwise) and ends with
         a timing line on stderr: prompt: N tokens, X tok/s · generation: M tokens, Y tok/s.
+        A reasoning span the template's model writes (Gemma 4's <|channel>thought … <channel|>,
+        <think> … </think>) is printed between [reasoning] and [/reasoning] lines, apart from the
+        answer (--hide-reasoning leaves it out); --json gives it as "reasoning".
         """
     )
 
@@ -69,31 +78,57 @@ enum GenerateCommand: Command {
             throw UsageError(message: "--repetition-penalty must be > 0 (1 = off), not \(sampling.repetitionPenalty)")
         }
         sampling.seed = UInt64(args.int("seed", default: 0))
-        for option in ["template", "system"] where args.value(option) != nil && args.value("chat") == nil {
-            throw UsageError(message: "--\(option) applies to --chat only")
+        for option in ["template", "template-var"] where !args.values(of: option).isEmpty && args.value("chat") == nil && args.value("messages") == nil {
+            throw UsageError(message: "--\(option) applies to --chat and --messages only")
         }
-        let given = ["prompt", "chat", "prompt-ids"].filter { args.value($0) != nil }
+        if args.value("system") != nil && args.value("chat") == nil {
+            throw UsageError(message: "--system applies to --chat only")
+        }
+        let given = ["prompt", "chat", "messages", "prompt-ids"].filter { args.value($0) != nil }
         guard given.count == 1 else {
-            throw UsageError(message: "give exactly one of --prompt, --chat, --prompt-ids")
+            throw UsageError(message: "give exactly one of --prompt, --chat, --messages, --prompt-ids")
         }
         let text = try TextCodec.load(args)
         var stop = Set((args.ints("stop-ids") ?? []).map { Int32($0) })
         let prompt: [Int32]
+        var promptText: String?
+        var template: ChatTemplate?
         if let ids = args.value("prompt-ids") {
             prompt = try parseIDs(ids, option: "prompt-ids")
         } else {
             guard let text else {
-                throw UsageError(message: "--prompt and --chat need --tokenizer")
+                throw UsageError(message: "--prompt, --chat and --messages need --tokenizer")
             }
-            if let chat = args.value("chat") {
-                let encoded = try text.encodeChat(user: chat, system: args.value("system"), template: args.value("template") ?? "auto")
+            if args.value("chat") != nil || args.value("messages") != nil {
+                let messages = try chatMessages(args)
+                let t = try text.chatTemplate(args.value("template") ?? "auto")
+                let encoded = try text.encodeChat(messages, template: t, variables: try templateVariables(args))
                 prompt = encoded.ids
+                promptText = encoded.text
                 stop.formUnion(encoded.stopIDs)
+                template = t
             } else {
+                promptText = args.value("prompt")!
                 prompt = try text.encode(args.value("prompt")!)
             }
         }
         if let text { stop.formUnion(text.defaultStopIDs) }
+        if args.flag("print-prompt") {
+            if args.flag("json") {
+                var obj: [String: JSONValue] = [
+                    "prompt_ids": .array(prompt.map { .int(Int($0)) }),
+                    "prompt": promptText.map { .string($0) } ?? .null,
+                    "template": template.map { .string($0.name) } ?? .null,
+                    "stop_ids": .array(stop.sorted().map { .int(Int($0)) }),
+                ]
+                if let r = template?.reasoning { obj["reasoning_markers"] = .array([.string(r.open), .string(r.close)]) }
+                Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
+            } else {
+                Console.out(promptText ?? prompt.map(String.init).joined(separator: ","))
+                if promptText == nil { Console.out("\n") }
+            }
+            return ExitCode.ok
+        }
 
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision)
@@ -105,14 +140,27 @@ enum GenerateCommand: Command {
         }
         let json = args.flag("json")
         var stream = text?.streamingDecoder()
+        var printer = ReasoningPrinter(hide: args.flag("hide-reasoning"))
+        var router: ReasoningRouter?
+        if let text, let template, let markers = template.reasoning {
+            router = ReasoningRouter(tokenizer: text.tokenizer, markers: markers,
+                                     startInReasoning: promptText.map(template.promptOpensReasoning) ?? false)
+        }
         let result = try generator.generate(prompt: prompt, maxTokens: maxTokens, sampling: sampling, stop: stop) { id in
-            if !json {
+            if router != nil {
+                let pieces = router!.push(Int(id))
+                if !json { printer.print(pieces) }
+            } else if !json {
                 if stream != nil { Console.out(stream!.push(id)) } else { Console.out("\(id) ") }
             }
             return true
         }
+        if router != nil {
+            let pieces = router!.finish()
+            if !json { printer.print(pieces); printer.end() }
+        }
         if !json {
-            if stream != nil { Console.out(stream!.finish()) }
+            if router == nil, stream != nil { Console.out(stream!.finish()) }
             Console.out("\n")
         }
         let peak = peakResidentBytes()
@@ -133,10 +181,89 @@ enum GenerateCommand: Command {
                 "peak_rss_bytes": .int(peak),
             ]
             obj["text"] = text.map { .string($0.decode(result.tokenIDs)) } ?? .null
+            // the answer apart from the reasoning span (no span: the whole text, reasoning null)
+            if let router {
+                obj["response"] = .string(router.response)
+                obj["reasoning"] = router.sawReasoning ? .string(router.reasoning) : .null
+            } else {
+                obj["response"] = obj["text"]
+                obj["reasoning"] = .null
+            }
             Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
         }
         Console.err(summary + "\n")
         if args.flag("profile") { Console.err(session.plan.profileReport()) }
         return ExitCode.ok
+    }
+}
+
+extension GenerateCommand {
+    /// `--chat` (with `--system`) or `--messages FILE.json` (every field of a message is passed
+    /// to the template, in the file's order).
+    static func chatMessages(_ args: ParsedArguments) throws -> [JinjaValue] {
+        if let chat = args.value("chat") {
+            var messages: [ChatMessage] = []
+            if let system = args.value("system") { messages.append(.system(system)) }
+            messages.append(.user(chat))
+            return messages.map(\.jinjaValue)
+        }
+        let file = args.value("messages")!
+        guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
+            throw TokenizerError.unreadable(file: file, reason: "cannot read the file as UTF-8 text")
+        }
+        let parsed: JinjaValue
+        do { parsed = try JinjaValue.parseJSON(text) } catch let e as JinjaError {
+            throw TokenizerError.unreadable(file: file, reason: "line \(e.line): \(e.message)")
+        }
+        guard case let .array(list) = parsed, !list.isEmpty else {
+            throw TokenizerError.malformed(file: file, path: "", reason: "expected a non-empty JSON list of {\"role\": …, \"content\": …} objects")
+        }
+        for (i, m) in list.enumerated() {
+            guard case let .object(o) = m, case .string? = o["role"], o["content"] != nil else {
+                throw TokenizerError.malformed(file: file, path: "[\(i)]", reason: "expected an object with a string \"role\" and a \"content\"")
+            }
+        }
+        return list
+    }
+
+    /// `--template-var key=value`: the value as JSON when it parses (true, 3, "x", [..]), else text.
+    static func templateVariables(_ args: ParsedArguments) throws -> [String: JinjaValue] {
+        var vars: [String: JinjaValue] = [:]
+        for kv in args.values(of: "template-var") {
+            guard let eq = kv.firstIndex(of: "="), eq != kv.startIndex else {
+                throw UsageError(message: "--template-var takes key=value, got '\(kv)'")
+            }
+            let key = String(kv[..<eq]), raw = String(kv[kv.index(after: eq)...])
+            vars[key] = (try? JinjaValue.parseJSON(raw)) ?? .string(raw)
+        }
+        return vars
+    }
+}
+
+/// Prints routed text: reasoning between `[reasoning]` / `[/reasoning]` lines (or not at all),
+/// the response as it comes.
+struct ReasoningPrinter {
+    let hide: Bool
+    private var inReasoning = false
+
+    init(hide: Bool) { self.hide = hide }
+
+    mutating func print(_ pieces: [(ReasoningRouter.Channel, String)]) {
+        for (channel, text) in pieces {
+            switch channel {
+            case .reasoning:
+                if hide { continue }
+                if !inReasoning { Console.out("[reasoning]\n"); inReasoning = true }
+                Console.out(text)
+            case .response:
+                end()
+                Console.out(text)
+            }
+        }
+    }
+
+    /// Closes an open reasoning block.
+    mutating func end() {
+        if inReasoning { Console.out("\n[/reasoning]\n"); inReasoning = false }
     }
 }

@@ -1,3 +1,4 @@
+import Comparison
 import Foundation
 import GraphIR
 import Interpreter
@@ -19,6 +20,9 @@ enum RunCommand: Command {
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
             CommonOptions.precision,
             CommonOptions.threads,
+            .option("outputs", value: "name,…|all", "Also save these op outputs (names as in dump; all = every non-constant op) as .npy in --out, with values.json."),
+            .option("max-output-bytes", value: "n", "Budget for the .npy bytes --outputs writes (default 1073741824 = 1 GiB; suffixes K, M, G)."),
+            .option("save-inputs", value: "dir", "Write the inputs of the call as <input>.npy (+ values.json) for a golden folder."),
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
             .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
             CommonOptions.maxMemory,
@@ -26,6 +30,12 @@ enum RunCommand: Command {
         discussion: """
         Flexible dimensions are taken from the given arrays and checked against the model's
         RangeDim bounds or EnumeratedShapes. Without --out, a short line per output is printed.
+
+        --outputs writes the values as the interpreter holds them (fp16-typed values as <f4 in
+        fp32 precision, <f2 in fp16 precision); file names are the value names, characters
+        outside A-Z a-z 0-9 . _ - replaced by _ plus a hash (values.json maps names to files).
+        When the budget is spent the remaining values are not written and run fails (exit 1)
+        naming the first value left out. The package is never changed.
         """
     )
 
@@ -45,8 +55,13 @@ enum RunCommand: Command {
                 throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)")
             }
         }
+        let observed = try observedValues(args)
+        if observed != .none && args.value("out") == nil {
+            throw UsageError(message: "--outputs needs --out DIR (where the .npy files go)")
+        }
+        let maxBytes = try byteCount(args.value("max-output-bytes") ?? "1G", option: "max-output-bytes")
         let model = try ModelLoader.load(path: path)
-        let session = try Session(model: model, function: args.value("function"), precision: precision)
+        let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed)
         // Inputs are read knowing the dtypes they feed, so they convert as Core ML converts them.
         let allowLossy = args.flag("allow-lossy-inputs")
         let warn: (String) -> Void = { Console.err("\(ArgumentParser.toolName): warning: \($0)\n") }
@@ -57,13 +72,40 @@ enum RunCommand: Command {
         for (name, file) in singles {
             inputs[name] = try NPY.read(path: file, target: targets[name], allowLossy: allowLossy, warn: warn)
         }
+        if case let .values(names) = observed {
+            var known = Set<String>()
+            session.function.body.walk { op in for v in op.outputs { known.insert(v.name) } }
+            let unknown = names.subtracting(known).sorted()
+            if !unknown.isEmpty {
+                throw RunCLIError("--outputs: no op output named \(unknown.prefix(5).map { "'\($0)'" }.joined(separator: ", ")) in function '\(session.function.name)' (names as 'forge-ir dump' prints them)")
+            }
+        }
+        if let dir = args.value("save-inputs") {
+            let w = try ValueFiles.Writer(directory: dir, maxBytes: Int.max, function: nil, widenHalf: false)
+            for v in session.function.inputs where !v.type.isState { if let t = inputs[v.name] { w.write(v.name, t) } }
+            try w.finish(model: path, function: session.function.name, precision: precision.rawValue)
+        }
         if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) }
+        var writer: ValueFiles.Writer?
+        if observed != .none, let dir = args.value("out") {
+            let w = try ValueFiles.Writer(directory: dir, maxBytes: maxBytes, function: session.function, widenHalf: precision == .fp32)
+            session.plan.valueObserver = { name, t in w.write(name, t) }
+            writer = w
+        }
         let start = DispatchTime.now().uptimeNanoseconds
         let outputs = try session.predict(inputs)
         let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        session.plan.valueObserver = nil
         if let dir = args.value("out") {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-            for (name, t) in outputs { try NPY.write(t, path: dir + "/" + name + ".npy") }
+            for (name, t) in outputs { try NPY.write(t, path: dir + "/" + ValueFiles.fileName(for: name)) }
+        }
+        if let w = writer {
+            try w.finish(model: path, function: session.function.name, precision: precision.rawValue)
+            if let first = w.firstSkipped {
+                throw RunCLIError("--outputs: the values reach the --max-output-bytes budget of \(maxBytes) bytes: \(w.entries.count) written (\(w.bytes) bytes) to \(w.directory), \(w.skipped) left out from '\(first)' on; raise --max-output-bytes or name the values wanted")
+            }
+            Console.err("wrote \(w.entries.count) values (\(w.bytes) bytes) to \(w.directory)\n")
         }
         if let dir = args.value("state-out") { try session.states.save(to: dir) }
         let names = session.function.outputs.map(\.name)
@@ -94,8 +136,34 @@ enum RunCommand: Command {
         return ExitCode.ok
     }
 
+    /// `--outputs a,b` / `all`.
+    static func observedValues(_ args: ParsedArguments) throws -> ObservedValues {
+        guard let text = args.value("outputs") else { return .none }
+        if text == "all" { return .all }
+        let names = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !names.isEmpty else { throw UsageError(message: "--outputs takes NAME[,NAME…] or all") }
+        return .values(Set(names))
+    }
+
+    /// `123`, `64K`, `512M`, `2G` (powers of 1024).
+    static func byteCount(_ text: String, option: String) throws -> Int {
+        var t = text.uppercased()
+        var mult = 1
+        if let last = t.last, let m = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30][String(last)] { mult = m; t.removeLast() }
+        guard let n = Int(t), n >= 0, n <= Int.max / mult else {
+            throw UsageError(message: "--\(option) takes a byte count (e.g. 1048576, 512M, 2G), not '\(text)'")
+        }
+        return n * mult
+    }
+
     /// Sum of the values as Double (NaN/inf propagate): a quick fingerprint of an output.
     static func checksum(_ t: Tensor) -> Double {
         t.floats.reduce(0.0) { $0 + Double($1) }
     }
+}
+
+
+struct RunCLIError: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
 }

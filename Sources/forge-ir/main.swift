@@ -15,6 +15,9 @@ let commands: [Command.Type] = [
     DiagnoseCommand.self,
     GenerateCommand.self,
     BenchCommand.self,
+    CompareCommand.self,
+    ExtractCommand.self,
+    ReduceCommand.self,
     CompletionCommand.self,
 ]
 
@@ -92,9 +95,7 @@ func main(_ argv: [String]) -> Int32 {
             Console.out(ArgumentParser.help(command.spec))
             return ExitCode.ok
         }
-        try CommonOptions.apply(args, helpCommand: "forge-ir \(command.spec.name)")
-        // The kernels' thread pool starts on first use and reads FORGE_THREADS then.
-        if let n = args.int("threads") { setenv("FORGE_THREADS", String(n), 1) }
+        try CommonOptions.apply(args)
         return try command.run(args)
     } catch let e as UsageError {
         return usageFailure(e, verb: verb)

@@ -1,6 +1,7 @@
 import Foundation
 import GraphIR
 import Interpreter
+import TestSupport
 import XCTest
 
 /// The robustness suite of issue #11: every case of `models-ir/hostile/manifest.json`

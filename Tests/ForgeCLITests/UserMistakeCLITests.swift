@@ -46,7 +46,7 @@ extension CLITests {
         let m = try fixture("tiny_llama_int8.mlpackage")
         try assertOneLineError(["generate", m, "--prompt-ids", "1", "--temperature", "-1"], status: 64, contains: "--temperature must be ≥ 0")
         try assertOneLineError(["generate", m, "--prompt-ids", "1", "--top-p", "2"], status: 64, contains: "--top-p must be in (0, 1]")
-        try assertOneLineError(["generate", m, "--prompt-ids", "1", "--template", "chatml"], status: 64, contains: "--template applies to --chat only")
+        try assertOneLineError(["generate", m, "--prompt-ids", "1", "--template", "chatml"], status: 64, contains: "--template applies to --chat and --messages only")
     }
 
     func testContextFullIsSaid() throws {

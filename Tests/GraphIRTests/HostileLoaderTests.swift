@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 @testable import GraphIR
+import TestSupport
 import XCTest
 
 /// Loader-level checks of issue #11 that need no CLI: the wire-format nesting bound, checked

@@ -1,7 +1,7 @@
 import Foundation
 import GraphIR
-import TestSupport
 @testable import Interpreter
+import TestSupport
 import XCTest
 
 /// The `.npz` / `.npy` reader on the hostile archives of `models-ir/hostile/` (written by

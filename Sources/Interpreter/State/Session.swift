@@ -9,15 +9,17 @@ public final class Session {
     public let plan: ExecutionPlan
     public let states: StateStore
 
+    /// - Parameter observing: op outputs the plan's ``ExecutionPlan/valueObserver`` will see
+    ///   (fusions that would remove them are not applied; see ``ObservedValues``).
     /// - Throws: `InterpreterError.unsupportedOps` (every op without a kernel), or a state error.
-    public init(model: Model, function name: String? = nil, precision: Precision = .fp32) throws {
+    public init(model: Model, function name: String? = nil, precision: Precision = .fp32, observing: ObservedValues = .none) throws {
         self.model = model
         let fname = name ?? model.defaultFunctionName
         guard let f = model.program.function(named: fname) else {
             throw InterpreterError.unsupported(model.program.noFunctionMessage(fname))
         }
         function = f
-        plan = try ExecutionPlan(function: f, precision: precision)
+        plan = try ExecutionPlan(function: f, precision: precision, observing: observing)
         states = try StateStore(function: f)
         // Loading freed the parsed protobuf and the loader's scratch: hand those heap pages back
         // to the OS before the long-running part starts (glibc keeps them otherwise).

@@ -13,8 +13,9 @@ import GraphIR
 /// 2048-slot cache). Results are identical: the untouched elements were already rounded.
 enum StateUpdateFusion {
     /// Rewrites `plan`'s steps; `useCount` counts every read of each slot (nested blocks and
-    /// block outputs included).
-    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int]) {
+    /// block outputs included). A write whose `read_state` or `scatter`/`slice_update` output
+    /// is `protected` (an observed value) is left unfused.
+    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], protected: Set<Int> = []) {
         var producer: [Int: Int] = [:]
         for (i, st) in plan.steps.enumerated() { for s in st.outputSlots { producer[s] = i } }
         var remove = Set<Int>()
@@ -41,6 +42,7 @@ enum StateUpdateFusion {
             // a fused attention reading the state in place, an op in a nested block) would see
             // the new rows.
             if takes(stateSlot, in: plan.steps[(ir + 1)..<iw], except: ix) { continue }
+            if !protected.isEmpty, (x.outputSlots + plan.steps[ir].outputSlots).contains(where: protected.contains) { continue }
             var inputs = x.inputs.filter { $0.name != dataName }
             inputs.append((name: "state", refs: [.slot(stateSlot)]))
             let kernel: Kernel = x.op.type == "scatter" ? inPlaceScatter(fallback: x.kernel) : inPlaceSliceUpdate

@@ -1,0 +1,253 @@
+import Dispatch
+import GraphIR
+import Interpreter
+
+/// One compared value: a function output or an op output both sides have.
+public struct ValueComparison {
+    public var name: String
+    /// Producing op in the candidate (nil for a function input).
+    public var op: String?
+    public var opType: String?
+    /// Position of the value in the candidate's run (op order), from 0.
+    public var index: Int
+    public var dtype: String
+    public var shape: [Int]
+    /// Reference shape when it differs (then `metrics` is nil).
+    public var referenceShape: [Int]?
+    public var metrics: ErrorMetrics?
+    public var ok: Bool
+}
+
+/// The first value (in the candidate's op order) beyond the tolerance, with its op's inputs.
+public struct Divergence {
+    public struct InputStat {
+        /// The op's input name (`x`, `values[1]`, …) and the value bound to it.
+        public var input: String
+        public var value: String
+        public var reference: TensorStats?
+        public var candidate: TensorStats?
+        public var metrics: ErrorMetrics?
+    }
+    public var call: Int
+    public var value: ValueComparison
+    public var inputs: [InputStat]
+    /// The op run alone on the reference's values of its inputs (``OpIsolation``), compared
+    /// with the reference's output: failing means the op itself computes differently; passing
+    /// means the error came in through its inputs. nil when it could not be isolated
+    /// (``isolationNote`` says why).
+    public var isolated: ErrorMetrics?
+    public var isolatedOK: Bool?
+    /// The last compared value before this one that passed (name, op-order index): with a
+    /// sparse reference (a few recorded layer outputs) the break lies in the ops between.
+    public var after: (name: String, index: Int)?
+    public var isolationNote: String?
+}
+
+/// The comparison of one call.
+public struct CallComparison {
+    public var call: Int
+    public var label: String
+    /// The function outputs, in the candidate's output order.
+    public var outputs: [ValueComparison]
+    /// Every op output both sides have, in the candidate's op order.
+    public var ops: [ValueComparison]
+    public var firstDivergence: Divergence?
+    /// The first op beyond the tolerance even when run alone on the reference's values of its
+    /// inputs (``Divergence/isolated``): the op that breaks the numbers, rather than one that
+    /// carries an error it was given. nil when every failing op passes alone (the error is an
+    /// accumulation, e.g. of fp16 rounding) or none could be isolated.
+    public var firstLocalDivergence: Divergence?
+    /// Values of the reference left unrecorded because of the byte budget.
+    public var unrecorded: Int
+    /// Values the candidate produced that the reference does not have (other op names).
+    public var candidateOnly: Int
+}
+
+/// One side of a comparison that runs: a session built to observe every op output.
+public final class ComparisonRunner {
+    public let label: String
+    public let session: Session
+    /// Producing op of each value name, and the op order of the function.
+    let producers: [String: Op]
+    public let opCount: Int
+
+    /// - Throws: `InterpreterError` (unsupported ops, bad function name, states).
+    public init(model: Model, function: String?, precision: Precision, label: String) throws {
+        self.label = label
+        session = try Session(model: model, function: function, precision: precision, observing: .all)
+        var p: [String: Op] = [:], n = 0
+        session.function.body.walk { op in
+            for v in op.outputs { p[v.name] = op }
+            if op.type != "const" && !op.type.hasPrefix("constexpr_") { n += 1 }
+        }
+        producers = p
+        opCount = n
+    }
+
+    /// The value of constant `name` (a `const`, or a `constexpr_*` of constants such as a
+    /// dequantized weight) as a tensor of up to 2^22 elements, else nil.
+    public func constant(_ name: String) -> Tensor? {
+        if let t = constants[name] { return t }
+        guard let op = producers[name], let v = op.outputs.first(where: { $0.name == name }) else { return nil }
+        let t = OpIsolation.constant(v, opset: session.function.opset)
+        constants[name] = t
+        return t
+    }
+    private var constants: [String: Tensor?] = [:]
+
+    /// Runs one call (states carried), handing every observed value to `body` in op order.
+    public func run(_ inputs: [String: Tensor], _ body: @escaping (String, Tensor) -> Void) throws -> [String: Tensor] {
+        session.plan.valueObserver = body
+        defer { session.plan.valueObserver = nil }
+        return try session.predict(inputs)
+    }
+}
+
+/// `forge-ir compare`: runs the candidate on each call and compares every value it produces
+/// with the reference's value of the same name — a second run (another package, or the same
+/// package in another precision) or recorded arrays (`--reference`).
+public enum ValueComparator {
+    /// Where the reference values come from.
+    public enum Reference {
+        case run(ComparisonRunner)
+        /// Per call: the recorded arrays by value name.
+        case recorded([[String: Tensor]])
+    }
+
+    /// Progress: (call, calls, values seen in this call, ops of the function).
+    public typealias Progress = (Int, Int, Int, Int) -> Void
+
+    /// Compares call by call.
+    /// - Parameters:
+    ///   - maxBytes: budget for the reference values held in memory per call (float values
+    ///     count 4 bytes an element); values beyond it are not compared (``CallComparison/unrecorded``).
+    ///   - maxIsolations: failing ops run alone, at most, per call, looking for
+    ///     ``CallComparison/firstLocalDivergence``.
+    /// - Throws: `InterpreterError` from either run.
+    public static func compare(reference: Reference, candidate: ComparisonRunner, calls: [(inputs: [String: Tensor], label: String)],
+                               tolerance: Tolerance, maxBytes: Int = 4 << 30, maxIsolations: Int = 256,
+                               progress: Progress? = nil) throws -> [CallComparison] {
+        var result: [CallComparison] = []
+        for (k, call) in calls.enumerated() {
+            // 1. Reference values of this call.
+            var ref: [String: Tensor] = [:]
+            var refOutputs: [String: Tensor] = [:]
+            var unrecorded = 0
+            switch reference {
+            case let .run(r):
+                var bytes = 0
+                refOutputs = try r.run(call.inputs) { name, t in
+                    let n = t.count * 4
+                    guard bytes + n <= maxBytes else { unrecorded += 1; return }
+                    bytes += n
+                    ref[name] = t
+                }
+            case let .recorded(list):
+                ref = k < list.count ? list[k] : [:]
+                refOutputs = ref
+            }
+            // 2. Candidate, compared as its values come.
+            var ops: [ValueComparison] = []
+            var candStats: [String: TensorStats] = [:]
+            var metricsByName: [String: ErrorMetrics] = [:]
+            var candidateOnly = 0
+            var index = 0
+            var divergence: (ValueComparison, Op)?
+            var lastReport = DispatchTime.now().uptimeNanoseconds
+            let producers = candidate.producers
+            let outputs = try candidate.run(call.inputs) { name, t in
+                defer { index += 1 }
+                if let progress {
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    if now - lastReport > 200_000_000 { lastReport = now; progress(k, calls.count, index, candidate.opCount) }
+                }
+                guard let r = ref[name] else { candidateOnly += 1; return }
+                let op = producers[name]
+                var vc = ValueComparison(name: name, op: op?.name, opType: op?.type, index: index, dtype: t.dtype.rawValue,
+                                         shape: t.shape, referenceShape: nil, metrics: nil, ok: false)
+                if let m = ErrorMetrics(candidate: t, reference: r, tolerance: tolerance) {
+                    vc.metrics = m
+                    vc.ok = m.passes(tolerance)
+                    metricsByName[name] = m
+                } else {
+                    vc.referenceShape = r.shape
+                }
+                candStats[name] = TensorStats(t)
+                ops.append(vc)
+                if divergence == nil, !vc.ok, let op { divergence = (vc, op) }
+            }
+            // 3. Outputs.
+            var outs: [ValueComparison] = []
+            for (i, v) in candidate.session.function.outputs.enumerated() {
+                guard let c = outputs[v.name], let r = refOutputs[v.name] else { continue }
+                var vc = ValueComparison(name: v.name, op: producers[v.name]?.name, opType: producers[v.name]?.type, index: i,
+                                         dtype: c.dtype.rawValue, shape: c.shape, referenceShape: nil, metrics: nil, ok: false)
+                if let m = ErrorMetrics(candidate: c, reference: r, tolerance: tolerance) {
+                    vc.metrics = m
+                    vc.ok = m.passes(tolerance)
+                } else {
+                    vc.referenceShape = r.shape
+                }
+                outs.append(vc)
+            }
+            func describe(_ vc: ValueComparison, _ op: Op) -> Divergence {
+                var inputs: [Divergence.InputStat] = []
+                for input in op.inputs {
+                    for (j, operand) in input.operands.enumerated() {
+                        guard let v = operand.value, !v.type.isState else { continue }
+                        let label = input.operands.count > 1 ? "\(input.name)[\(j)]" : input.name
+                        var refConst: Tensor?
+                        if case let .run(r) = reference { refConst = r.constant(v.name) }
+                        let candConst = candidate.constant(v.name)
+                        let inRef = ref[v.name] ?? call.inputs[v.name] ?? refConst
+                        let inCand = candStats[v.name] ?? (call.inputs[v.name] ?? candConst).map(TensorStats.init)
+                        let m = metricsByName[v.name] ?? {
+                            guard let a = call.inputs[v.name] ?? candConst, let b = inRef else { return nil }
+                            return ErrorMetrics(candidate: a, reference: b, tolerance: tolerance)
+                        }()
+                        inputs.append(.init(input: label, value: v.name, reference: inRef.map(TensorStats.init), candidate: inCand, metrics: m))
+                    }
+                }
+                var d = Divergence(call: k, value: vc, inputs: inputs)
+                if let prev = ops.last(where: { $0.index < vc.index && $0.ok }) { d.after = (prev.name, prev.index) }
+                (d.isolated, d.isolationNote) = isolate(vc, op)
+                d.isolatedOK = d.isolated.map { $0.passes(tolerance) }
+                return d
+            }
+            /// The op alone on the reference's inputs, against the reference's output.
+            func isolate(_ vc: ValueComparison, _ op: Op) -> (ErrorMetrics?, String?) {
+                guard let r = ref[vc.name] else { return (nil, "the reference lacks its output") }
+                var values = ref
+                for (name, t) in call.inputs { values[name] = t }
+                do {
+                    if let outs = try OpIsolation.run(op, opset: candidate.session.function.opset, values: values,
+                                                      precision: candidate.session.plan.precision),
+                       let o = outs[vc.name], let m = ErrorMetrics(candidate: o, reference: r, tolerance: tolerance) {
+                        return (m, nil)
+                    }
+                    return (nil, op.operandValues.contains(where: \.type.isState) || op.type == "read_state"
+                        ? "it reads a state" : op.blocks.isEmpty ? "the reference lacks one of its inputs" : "it holds nested blocks")
+                } catch {
+                    return (nil, "run alone, it failed: \(error)")
+                }
+            }
+            let first = divergence.map { describe($0.0, $0.1) }
+            // The first op that is beyond the tolerance even when run alone on the reference's
+            // inputs (at most `maxIsolations` failing ops tried, in op order).
+            var local: Divergence?
+            var tried = 0
+            if let f = first, f.isolatedOK == false {
+                local = f
+            } else {
+                for vc in ops where !vc.ok && vc.name != first?.value.name {
+                    guard tried < maxIsolations, let op = producers[vc.name] else { break }
+                    tried += 1
+                    if let m = isolate(vc, op).0, !m.passes(tolerance) { local = describe(vc, op); break }
+                }
+            }
+            result.append(CallComparison(call: k, label: call.label, outputs: outs, ops: ops, firstDivergence: first,
+                                         firstLocalDivergence: local, unrecorded: unrecorded, candidateOnly: candidateOnly))
+        }
+        return result
+    }
+}

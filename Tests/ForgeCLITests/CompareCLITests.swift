@@ -1,0 +1,192 @@
+import Comparison
+import Foundation
+import GraphIR
+import Interpreter
+import XCTest
+
+/// `forge-ir run --outputs`, `compare`, `extract` and `reduce` end to end through the binary.
+/// Expected values: models-ir/compare/expected.json and twin_fp16_walk.json (tools/
+/// make_compare_fixtures.py, tools/compare_walk_twin.py: a numpy walk), torch logits in
+/// models-ir/reference/tiny_llama_*_run.npz.
+extension CLITests {
+    func expected(_ file: String) throws -> JSONValue {
+        try JSONValue.parse(String(contentsOfFile: Self.repoRoot + "/models-ir/compare/" + file, encoding: .utf8))
+    }
+
+    /// fp32 against fp16 on the SmolLM2 twin: the same first diverging value as the numpy walk
+    /// over `run --outputs all` of both precisions.
+    func testCompareTwinPrecisionsMatchesNumpyWalk() throws {
+        let walk = try expected("twin_fp16_walk.json")
+        let r = try run(["compare", "models-ir/smollm2_twin_int8.mlpackage", "--precision", "fp32,fp16",
+                         "--inputs", "models-ir/inputs/smollm2_twin_int8.npz", "--json"])
+        XCTAssertEqual(r.status, 1, r.stderr)   // the fp16 logits are beyond 1e-3
+        let json = try JSONValue.parse(r.stdout)
+        XCTAssertEqual(json["first_divergence"]?["value"]?["name"]?.stringValue, walk["first_divergence"]?.stringValue)
+        XCTAssertEqual(json["first_divergence"]?["value"]?["op_type"]?.stringValue, walk["op_type"]?.stringValue)
+        XCTAssertEqual(r.stderr, "")            // no progress on a pipe
+    }
+
+    /// Two packages, one with a corrupted weight row: the op reading it is named, its weight
+    /// input shows the error, the exit status is 1.
+    func testCompareNamesTheOpReadingACorruptedWeight() throws {
+        let exp = try expected("expected.json")
+        let r = try run(["compare", "models-ir/compare/mlp_good.mlpackage", "models-ir/compare/mlp_corrupt.mlpackage",
+                         "--inputs", "models-ir/compare/mlp.npz", "--json"])
+        XCTAssertEqual(r.status, 1, r.stderr)
+        let d = try JSONValue.parse(r.stdout)["first_divergence"]
+        XCTAssertEqual(d?["value"]?["op"]?.stringValue, exp["corrupt_reader"]?.stringValue)
+        let weight = d?["inputs"]?.arrayValue?.first { $0["input"]?.stringValue == "weight" }
+        guard case let .double(err)? = weight?["metrics"]?["max_abs"] else { return XCTFail("no weight error in \(String(describing: d))") }
+        XCTAssertEqual(err, 1, accuracy: 1e-6)   // the row was shifted by +1.0
+        // Run alone on the reference's inputs it is still wrong: it is the op that breaks the numbers.
+        XCTAssertEqual(d?["isolated"]?["ok"], .bool(false))
+        let local = try JSONValue.parse(r.stdout)["first_local_divergence"]
+        XCTAssertEqual(local?["value"]?["op"]?.stringValue, exp["corrupt_reader"]?.stringValue)
+        let same = try run(["compare", "models-ir/compare/mlp_good.mlpackage", "models-ir/compare/mlp_good.mlpackage",
+                            "--inputs", "models-ir/compare/mlp.npz"])
+        XCTAssertEqual(same.status, 0, same.stdout)
+    }
+
+    /// Against torch logits over a prefill and five decode calls (states carried): small errors
+    /// and exit 0; a tolerance tighter than those errors: exit 1.
+    func testCompareAgainstTorchReference() throws {
+        let args = ["compare", "models-ir/tiny_llama_fp16.mlpackage", "--reference", "models-ir/reference/tiny_llama_fp16_run.npz", "--json"]
+        let ok = try run(args + ["--atol", "0.02", "--rtol", "0"])
+        XCTAssertEqual(ok.status, 0, ok.stdout + ok.stderr)
+        let calls = try JSONValue.parse(ok.stdout)["calls"]?.arrayValue ?? []
+        XCTAssertEqual(calls.count, 6)
+        for c in calls {
+            let logits = c["outputs"]?.arrayValue?.first { $0["name"]?.stringValue == "logits" }
+            guard case let .double(e)? = logits?["metrics"]?["max_abs"], case let .double(snr)? = logits?["metrics"]?["snr_db"],
+                  case let .double(top1)? = logits?["metrics"]?["top1_agreement"] else { return XCTFail("no metrics in \(c)") }
+            XCTAssertLessThan(e, 0.01)
+            XCTAssertGreaterThan(snr, 60)
+            XCTAssertEqual(top1, 1)
+        }
+        let tight = try run(args + ["--atol", "1e-4", "--rtol", "0"])
+        XCTAssertEqual(tight.status, 1)
+    }
+
+    /// Two packages over a generated prefill and decode calls, states carried: one comparison
+    /// per call, the same generated inputs on both sides (the int8 weights make them differ).
+    func testCompareOverDecodeSteps() throws {
+        let r = try run(["compare", "models-ir/tiny_llama_fp16.mlpackage", "models-ir/tiny_llama_int8.mlpackage",
+                         "--prompt-length", "4", "--decode-steps", "2", "--json"])
+        XCTAssertEqual(r.status, 1, r.stderr)
+        let calls = try JSONValue.parse(r.stdout)["calls"]?.arrayValue ?? []
+        XCTAssertEqual(calls.map { $0["label"]?.stringValue?.hasPrefix("decode step") ?? false }, [false, true, true])
+        for (i, c) in calls.enumerated() {
+            XCTAssertEqual(c["outputs"]?.arrayValue?.first?["shape"], .array([.int(1), .int(i == 0 ? 4 : 1), .int(256)]))
+        }
+        // The first divergence is a value computed from an int8 weight.
+        let op = try JSONValue.parse(r.stdout)["first_divergence"]?["value"]?["op_type"]?.stringValue
+        XCTAssertTrue(["linear", "matmul", "gather"].contains(op ?? ""), String(describing: op))
+    }
+
+    /// `run --outputs` names, the byte budget, and `extract`: the extracted package's output
+    /// equals the full run's intermediate (rounded to fp16 at the output, as every fp16 output).
+    /// The sub-package's fp16 input rounds what it is given to fp16, as Core ML does; the full
+    /// run in fp32 precision holds that intermediate unrounded, so its extracted input is fed as
+    /// the fp16 value the full run with `--precision fp16` holds.
+    func testRunOutputsAndExtract() throws {
+        let tmp = try tempDir()
+        let model = "models-ir/smollm2_twin_int8.mlpackage", inputs = "models-ir/inputs/smollm2_twin_int8.npz"
+        let r = try run(["run", model, "--inputs", inputs, "--out", tmp + "/full", "--outputs", "input_1_cast_fp16,linear_0_cast_fp16"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let capped = try run(["run", model, "--inputs", inputs, "--out", tmp + "/cap", "--outputs", "all", "--max-output-bytes", "64K"])
+        XCTAssertEqual(capped.status, 1)
+        XCTAssertTrue(capped.stderr.contains("--max-output-bytes budget of 65536 bytes"), capped.stderr)
+        let unknown = try run(["run", model, "--inputs", inputs, "--out", tmp + "/u", "--outputs", "no_such_value"])
+        XCTAssertEqual(unknown.status, 1)
+        XCTAssertTrue(unknown.stderr.contains("'no_such_value'"), unknown.stderr)
+
+        let sub = tmp + "/sub.mlpackage"
+        let e = try run(["extract", model, "--from", "input_1_cast_fp16", "--to", "linear_0_cast_fp16", "-o", sub])
+        XCTAssertEqual(e.status, 0, e.stderr)
+        let d = try run(["dump", sub, "--json"])
+        let desc = try JSONValue.parse(d.stdout)
+        XCTAssertEqual(desc["inputs"]?.arrayValue?.first?["shape_range"], .array([.array([.int(1), .int(1)]), .array([.int(1), .int(256)]), .array([.int(576), .int(576)])]))
+        let h = try run(["run", model, "--inputs", inputs, "--out", tmp + "/half", "--outputs", "input_1_cast_fp16,linear_0_cast_fp16", "--precision", "fp16"])
+        XCTAssertEqual(h.status, 0, h.stderr)
+        let s = try run(["run", sub, "--input", "input_1_cast_fp16=\(tmp)/half/input_1_cast_fp16.npy", "--out", tmp + "/sub"])
+        XCTAssertEqual(s.status, 0, s.stderr)
+        let got = try NPY.read(path: tmp + "/sub/linear_0_cast_fp16.npy")
+        let want = try NPY.read(path: tmp + "/half/linear_0_cast_fp16.npy")
+        XCTAssertEqual(want.dtype, .fp16)        // rounded to fp16 inside the fp16 run
+        XCTAssertEqual(got.shape, want.shape)
+        XCTAssertEqual(got.floats, want.floats)
+    }
+
+    /// `reduce` finds the planted NaN op of a 300-op chain in at most 12 checks.
+    func testReduceFindsPlantedOp() throws {
+        guard let bin = Self.binary else { throw XCTSkip("no binary") }
+        let exp = try expected("expected.json")
+        let tmp = try tempDir()
+        let check = "! '\(bin)' run {model} --inputs models-ir/compare/chain300.npz --json | grep -q null"
+        let r = try run(["reduce", "models-ir/compare/chain300.mlpackage", "--check", check, "-o", tmp + "/min.mlpackage", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let json = try JSONValue.parse(r.stdout)
+        XCTAssertEqual(json["op"]?["name"]?.stringValue, exp["planted"]?.stringValue)
+        XCTAssertLessThanOrEqual(json["checks_run"]?.intValue ?? 99, 12)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: tmp + "/min.mlpackage/Manifest.json"))
+        XCTAssertEqual(r.stderr, "")   // no progress on a pipe, check output discarded
+    }
+
+    /// Golden workflow: `run --save-inputs G --out G --outputs …` once, `compare --reference G` later.
+    func testGoldenFolderRoundTrip() throws {
+        let tmp = try tempDir()
+        let g = tmp + "/golden"
+        let r = try run(["run", "models-ir/compare/mlp_good.mlpackage", "--inputs", "models-ir/compare/mlp.npz",
+                         "--save-inputs", g, "--out", g, "--outputs", "fc1,fc2"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let same = try run(["compare", "models-ir/compare/mlp_good.mlpackage", "--reference", g, "--atol", "0", "--rtol", "0"])
+        XCTAssertEqual(same.status, 0, same.stdout + same.stderr)
+        let bad = try run(["compare", "models-ir/compare/mlp_corrupt.mlpackage", "--reference", g, "--json"])
+        XCTAssertEqual(bad.status, 1)
+        let d = try JSONValue.parse(bad.stdout)["first_divergence"]
+        XCTAssertEqual(d?["value"]?["name"]?.stringValue, "fc2")
+        XCTAssertEqual(d?["after"]?["name"]?.stringValue, "fc1")   // the last recorded value that passed
+    }
+
+    /// A package and its compiled form (models-ir/compiled, tools/make_mlmodelc_fixtures.py)
+    /// compute the same values, op by op.
+    func testComparePackageWithCompiledModel() throws {
+        let r = try run(["compare", "models-ir/tiny_llama_fp16.mlpackage", "models-ir/compiled/tiny_llama_fp16.mlmodelc",
+                         "--atol", "0", "--rtol", "0", "--json"])
+        XCTAssertEqual(r.status, 0, r.stdout + r.stderr)
+        let ops = try JSONValue.parse(r.stdout)["calls"]?.arrayValue?.first?["ops"]?.arrayValue ?? []
+        XCTAssertGreaterThan(ops.count, 100)
+        XCTAssertTrue(ops.allSatisfy { $0["ok"] == .bool(true) })
+    }
+
+    /// Usage mistakes exit 64, bad names and references 1, each with one line naming the problem.
+    func testCompareExtractReduceMistakes() throws {
+        let m = "models-ir/compare/mlp_good.mlpackage"
+        let cases: [([String], Int32, String)] = [
+            (["compare", m], 64, "compare needs a second package"),
+            (["compare", m, "--precision", "fp8"], 64, "'fp8'"),
+            (["compare", m, m, "--reference", "x.npz"], 64, "not both"),
+            (["compare", m, "--reference", "models-ir/compare/mlp.npz"], 1, "no array names a value"),
+            (["extract", m, "--to", "nope", "-o", NSTemporaryDirectory() + "x.mlpackage"], 1, "no value 'nope'"),
+            (["extract", m, "--from", "relu1", "--to", "relu0", "-o", NSTemporaryDirectory() + "x.mlpackage"], 1, "not read by anything"),
+            (["reduce", m, "--check", "true"], 64, "must contain {model}"),
+            (["reduce", m, "--check", "true {model}"], 1, "the check passes on the whole model"),
+            (["run", m, "--inputs", "models-ir/compare/mlp.npz", "--outputs", "all"], 64, "--outputs needs --out"),
+        ]
+        for (args, status, text) in cases {
+            let r = try run(args)
+            XCTAssertEqual(r.status, status, "\(args): \(r.stderr)")
+            XCTAssertTrue(r.stderr.hasPrefix("forge-ir: error: ") && r.stderr.contains(text), "\(args): \(r.stderr)")
+        }
+    }
+
+    func testValueFileNames() {
+        XCTAssertEqual(ValueFiles.fileName(for: "var_42"), "var_42.npy")
+        let odd = ValueFiles.fileName(for: "layers/0/q")
+        XCTAssertTrue(odd.hasPrefix("layers_0_q-") && odd.hasSuffix(".npy"), odd)
+        XCTAssertNotEqual(odd, ValueFiles.fileName(for: "layers_0_q"))
+        XCTAssertNotEqual(ValueFiles.fileName(for: "a/b"), ValueFiles.fileName(for: "a:b"))
+        XCTAssertFalse(ValueFiles.fileName(for: "../x").contains("/"))
+        XCTAssertFalse(ValueFiles.fileName(for: ".hidden").hasPrefix("."))
+    }
+}
