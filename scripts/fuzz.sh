@@ -41,6 +41,8 @@ case "$target" in
             if [ "$(stat -c %s "$m")" -le 65536 ]; then seeds+=("$m"); fi
         done
         dict=(-dict=FuzzTesting/FuzzMILText.dict)
+        # inputs up to 4 KB (larger seeds are truncated; pass -max_len=N to change it)
+        limits=(-malloc_limit_mb=2048 -max_len=4096)
         ;;
     FuzzModelLoader)
         # u32 LE spec length, the spec, then the weight file (none for inline-constant models).

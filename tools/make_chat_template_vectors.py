@@ -158,6 +158,7 @@ ENGINE = [
     ("{% if x %}a{% elif y %}b{% elif z %}c{% else %}d{% endif %}{% if not x and not y %}E{% endif %}", {"x": 0, "y": "", "z": [1]}),
     ("{{ messages[5] is defined }}|{{ messages[0]['missing'] is defined }}|{{ (messages[0]['missing'] | default('dflt')) }}|{{ ns_missing is not defined }}", {"messages": [{"role": "user"}]}),
     ("[{{ missing | trim }}][{{ missing | upper }}][{{ missing | length }}][{{ missing ~ 'x' }}][{% for x in missing %}{{ x }}{% endfor %}][{{ missing | list }}][{{ missing | join(',') }}]", {}),
+    ("{{ '%s-%d' | format('a', 3) }}|{{ 'n=%s' % 5 }}|{{ '%s/%s' % ('x', 'y') }}|{{ '%(k)s!' % {'k': 'v'} }}|{{ '%.2f%%' % 12.345 }}|{{ '{}+{}={}'.format(1, 2, 3) }}|{{ '{0}{name}{{}}'.format('a', name='b') }}", {}),
     ("{{ 'Hello' if messages[0].role == 'user' and not messages[0].content is none else 'Bye' }}|{{ (messages | selectattr('role', 'eq', 'user') | list | length) > 0 }}|{{ messages[0].items() | list | length }}", {"messages": [{"role": "user", "content": "x"}]}),
 ]
 

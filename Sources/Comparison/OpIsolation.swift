@@ -6,7 +6,8 @@ import Interpreter
 /// reference intermediates to a subgraph).
 ///
 /// The op is copied into a function of its own: every operand computed at run time becomes a
-/// function input with the shape of the given tensor; operands that are constants (`const`,
+/// function input with the shape of the given tensor (in `fp32` precision an fp16-typed value
+/// becomes an fp32 input, so it is not rounded on the way in); operands that are constants (`const`,
 /// and `constexpr_*` ops of constants, i.e. weights) are copied with it. The original function
 /// is not touched.
 public enum OpIsolation {
@@ -47,7 +48,10 @@ public enum OpIsolation {
                 ops.append(q)
                 return copies[ObjectIdentifier(v)]
             }
-            guard let t = values[v.name], let dt = v.type.tensorType?.dtype else { return nil }
+            guard let t = values[v.name], var dt = v.type.tensorType?.dtype else { return nil }
+            // fp32 precision holds fp16-typed intermediates in fp32: a model input typed fp16
+            // would be rounded on the way in (as Core ML rounds fp16 inputs), so it is typed fp32.
+            if precision == .fp32 && dt == .fp16 { dt = .fp32 }
             let nv = Value(name: v.name, type: .tensor(TensorType(dt, fixed: t.shape)))
             inputs.append(nv)
             feed[v.name] = t

@@ -83,6 +83,18 @@ extension CLITests {
         }
     }
 
+    /// `generate` (greedy) produces the same tokens from both forms.
+    func testCompiledGenerateMatchesPackage() throws {
+        var tokens: [String] = []
+        for model in ["models-ir/compiled/tiny_llama_int8.mlmodelc", "models-ir/tiny_llama_int8.mlpackage"] {
+            let r = try run(["generate", model, "--prompt-ids", "1,2,3", "--max-tokens", "6", "--json"])
+            XCTAssertEqual(r.status, 0, r.stderr)
+            tokens.append("\(try JSONValue.parse(r.stdout)["token_ids"] ?? .null)")
+        }
+        XCTAssertEqual(tokens[0], tokens[1])
+        XCTAssertNotEqual(tokens[0], "null")
+    }
+
     /// Decompile: `optimize X.mlmodelc --pipeline empty -o OUT.mlpackage` writes a package that
     /// loads as the original package did (same IR, same description).
     func testDecompileToPackage() throws {

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import GraphIR
 
 /// libFuzzer entry point: MIL text bytes → `MILTextParser` (no model folder, so BLOBFILE
@@ -27,3 +32,17 @@ public func LLVMFuzzerTestOneInput(_ start: UnsafeRawPointer?, _ count: Int) -> 
     }
     return 0
 }
+
+/// libFuzzer's driver (LLVM ≥ 11). SwiftPM makes main.swift the program's `main`, which would
+/// hide libFuzzer's own; so the top-level code hands the command line and the entry point to
+/// the driver itself (the same flags as any libFuzzer binary: corpus dirs, -max_total_time=…).
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafeRawPointer?, Int) -> CInt
+) -> CInt
+
+var argc = CommandLine.argc
+var argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>? = CommandLine.unsafeArgv
+exit(LLVMFuzzerRunDriver(&argc, &argv, LLVMFuzzerTestOneInput))

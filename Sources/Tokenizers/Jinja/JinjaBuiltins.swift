@@ -363,6 +363,11 @@ enum JinjaBuiltins {
                 let passes = try testName.map { try test($0, subject, args: testArgs, line: line) } ?? subject.truthy
                 return passes == keep
             })
+        case "format":
+            // Jinja2's format filter: Python's `value % args`
+            let fmt = try requireString(v, name, line: line)
+            if !kwargs.isEmpty { return .string(try percentFormat(fmt, .object(JinjaObject(kwargs)), line: line)) }
+            return .string(try percentFormat(fmt, .array(args), line: line))
         case "attr":
             guard let a = try stringArg(args.first, "attr's name", line: line) else { throw JinjaError.runtime(line: line, message: "attr needs a name") }
             return try JinjaEvaluator.attribute(v, a, line: line)
@@ -386,6 +391,98 @@ enum JinjaBuiltins {
         }
         let parts = split(s, old, maxSplit: count)
         return parts.joined(separator: new)
+    }
+
+    // MARK: string formatting
+
+    /// Python's `fmt % values` for `%s`, `%r`, `%d`, `%i`, `%f` (with precision), `%x`, `%%`
+    /// and `%(name)s` with a mapping.
+    static func percentFormat(_ fmt: String, _ values: JinjaValue, line: Int) throws -> String {
+        var positional: [JinjaValue] = []
+        var mapping: JinjaObject?
+        switch values {
+        case let .array(a): positional = a
+        case let .object(o): mapping = o
+        default: positional = [values]
+        }
+        var out = "", next = 0
+        let u = Array(fmt.unicodeScalars)
+        var i = 0
+        func fail(_ m: String) -> JinjaError { .runtime(line: line, message: m) }
+        while i < u.count {
+            guard u[i] == "%" else { out.unicodeScalars.append(u[i]); i += 1; continue }
+            i += 1
+            guard i < u.count else { throw fail("incomplete format") }
+            if u[i] == "%" { out += "%"; i += 1; continue }
+            var value: JinjaValue
+            if u[i] == "(" {
+                guard let close = u[i...].firstIndex(of: ")"), let m = mapping else { throw fail("format requires a mapping") }
+                let key = string(u[(i + 1)..<close])
+                value = m[key] ?? .undefined("'\(key)' is undefined")
+                if value.isUndefined { throw fail("KeyError: '\(key)'") }
+                i = close + 1
+            } else {
+                guard next < positional.count else { throw fail("not enough arguments for format string") }
+                value = positional[next]
+                next += 1
+            }
+            var precision: Int?
+            if i < u.count, u[i] == "." {
+                var j = i + 1, n = 0
+                while j < u.count, ("0"..."9").contains(u[j]) { n = n * 10 + Int(u[j].value - 48); j += 1 }
+                precision = n
+                i = j
+            }
+            guard i < u.count else { throw fail("incomplete format") }
+            switch u[i] {
+            case "s": out += try JinjaEvaluator.str(value, line: line)
+            case "r": out += JinjaJSON.pythonReprValue(value)
+            case "d", "i":
+                guard let x = value.numeric else { throw fail("%d format: a real number is required, not \(value.typeName)") }
+                out += String(Int(x.rounded(.towardZero)))
+            case "f":
+                guard let x = value.numeric else { throw fail("%f format: a real number is required, not \(value.typeName)") }
+                out += String(format: "%.\(precision ?? 6)f", x)
+            case "x":
+                guard let x = value.intIndex else { throw fail("%x format: an integer is required") }
+                out += String(x, radix: 16)
+            default: throw fail("unsupported format character '\(Character(u[i]))'")
+            }
+            i += 1
+        }
+        if mapping == nil, next < positional.count, case .array = values {
+            throw fail("not all arguments converted during string formatting")
+        }
+        return out
+    }
+
+    /// Python's `str.format` for `{}`, `{0}`, `{name}` and `{{` / `}}` (no format specs).
+    static func braceFormat(_ fmt: String, _ args: [JinjaValue], _ kwargs: [(String, JinjaValue)], line: Int) throws -> String {
+        var out = "", auto = 0
+        let u = Array(fmt.unicodeScalars)
+        var i = 0
+        while i < u.count {
+            let c = u[i]
+            if c == "{", i + 1 < u.count, u[i + 1] == "{" { out += "{"; i += 2; continue }
+            if c == "}", i + 1 < u.count, u[i + 1] == "}" { out += "}"; i += 2; continue }
+            guard c == "{" else { out.unicodeScalars.append(c); i += 1; continue }
+            guard let close = u[i...].firstIndex(of: "}") else { throw JinjaError.runtime(line: line, message: "Single '{' encountered in format string") }
+            let field = string(u[(i + 1)..<close])
+            let v: JinjaValue
+            if field.isEmpty {
+                guard auto < args.count else { throw JinjaError.runtime(line: line, message: "Replacement index \(auto) out of range for positional args tuple") }
+                v = args[auto]; auto += 1
+            } else if let k = Int(field) {
+                guard k < args.count else { throw JinjaError.runtime(line: line, message: "Replacement index \(k) out of range for positional args tuple") }
+                v = args[k]
+            } else {
+                guard let x = kwargs.first(where: { $0.0 == field })?.1 else { throw JinjaError.runtime(line: line, message: "KeyError: '\(field)'") }
+                v = x
+            }
+            out += try JinjaEvaluator.str(v, line: line)
+            i = close + 1
+        }
+        return out
     }
 
     // MARK: tests
@@ -541,6 +638,8 @@ enum JinjaBuiltins {
                     default: return .bool(s.uppercased() == s && s.lowercased() != s)
                     }
                 }
+            case "format":
+                return bound { a, kw, l in .string(try braceFormat(s, a, kw, line: l)) }
             case "removeprefix", "removesuffix":
                 return bound { a, _, l in
                     guard case let .string(x)? = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs a string") }

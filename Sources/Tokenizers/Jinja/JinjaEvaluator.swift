@@ -417,6 +417,7 @@ struct JinjaEvaluator {
         case let ("+", .array(x), .array(y)):
             guard x.count + y.count <= 1_000_000 else { throw JinjaError.runtime(line: line, message: "list longer than 1000000 items") }
             return .array(x + y)
+        case let ("%", .string(x), _): return .string(try JinjaBuiltins.percentFormat(x, b, line: line))
         case let ("*", .string(x), .int(n)), let ("*", .int(n), .string(x)):
             guard n <= 0 || x.utf8.count <= maxOutputBytes / n else { throw JinjaError.runtime(line: line, message: "string repetition larger than \(maxOutputBytes >> 20) MB") }
             return .string(String(repeating: x, count: max(0, n)))
