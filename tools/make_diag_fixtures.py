@@ -298,7 +298,330 @@ def gen_s1_position_range(out):
     save(prog, out, "s1_position_range", pass_pipeline=ct.PassPipeline.EMPTY, **kw)
 
 
-GENERATORS = {name: globals()["gen_" + name] for name in list(EXPECTED) + list(RUNTIME_EXPECTED)}
+def gen_apple_recipe_llama(out):
+    # The package Apple's Llama 3.1 Core ML article makes (tools/apple_recipe_llama.py): separate
+    # RangeDims for S and END, past = END - S, stacked 5-D caches written at [layer, :, :2, past:END, :].
+    # Its concat of scalar shape entries crashed diagnose (SIGILL in the concat shape rule).
+    import apple_recipe_llama as arl
+    model = arl.StatefulLlama()
+    refs = arl.references(model)
+    arl.convert(model, os.path.join(out, "apple_recipe_llama.mlpackage"))
+    np.savez_compressed(os.path.join(out, "apple_recipe_llama.refs.npz"), **refs)
+
+
+# ---------------------------------------------------------------------------------------------
+# The catalogue (Sources/Passes/Diagnosis/Catalogue.swift): fixture -> the one finding code
+# diagnose must report (infos included for the info-level patterns). REFS: numpy references of
+# the fixtures whose fix pass is checked numerically, in models-ir/diag/<name>.refs.npz.
+CATALOGUE_EXPECTED = {
+    "cat_state_mixed_flexibility": "state_mixed_flexibility",
+    "cat_state_range_int_input": "state_range_int_input",
+    "cat_enumerated_combinations": "enumerated_shapes_combinations",
+    "cat_gather_index_narrowed": "gather_index_narrowed",
+    "cat_narrowing_cast": "narrowing_cast_on_input",
+    "cat_gather_table_uint16": "gather_table_over_uint16",
+    "cat_quant_scale_zero": "quantization_scale_invalid",
+    "cat_rmsnorm_eps_scaled": "rmsnorm_eps_scaled",
+    "cat_state_dim_32": "state_dim_not_multiple_of_32",
+    "cat_log_softmax": "fp16_log_softmax",
+    "cat_slice_update_short": "slice_update_rank",
+    "cat_state_write_5d": "state_write_runtime_end",
+    "cat_rank0_expand_dims": "rank0_expand_dims_swap",
+    "cat_unsupported_op": "unsupported_op",
+}
+
+
+def refs(out_dir, name, **arrays):
+    np.savez_compressed(os.path.join(out_dir, name + ".refs.npz"), **arrays)
+
+
+def gen_cat_state_mixed_flexibility(out):
+    # coremltools#2548: a fixed input and a RangeDim input next to a state (the issue's repro).
+    F = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(5,), dtype=types.fp32), mb.TensorSpec(shape=(F,), dtype=types.fp32),
+                             mb.StateTensorSpec(shape=(5,), dtype=types.fp16)], opset_version=TARGET)
+    def prog(fixed_tensor, flex_tensor, acc):
+        old = mb.read_state(input=acc)
+        new = mb.add(x=old, y=mb.cast(x=fixed_tensor, dtype="fp16"), name="new_acc")
+        mb.coreml_update_state(state=acc, value=new)
+        s = mb.reduce_sum(x=flex_tensor, axes=[0], keep_dims=True, name="flex_sum")
+        return mb.add(x=mb.cast(x=new, dtype="fp32"), y=s, name="out")
+
+    save(prog, out, "cat_state_mixed_flexibility", precision=ct.precision.FLOAT32,
+         inputs=[ct.TensorType(name="fixed_tensor", shape=(5,), dtype=np.float32),
+                 ct.TensorType(name="flex_tensor", shape=(ct.RangeDim(1, 1024),), dtype=np.float32)],
+         states=[ct.StateType(wrapped_type=ct.TensorType(shape=(5,), dtype=np.float16), name="acc")],
+         pass_pipeline=ct.PassPipeline.EMPTY)
+
+
+def gen_cat_state_range_int_input(out):
+    # coremltools#2500: RangeDim int ids next to a state (sum of embedded ids into an accumulator).
+    S = get_new_symbol()
+    table = (np.arange(64 * 32, dtype=np.float32).reshape(64, 32) / 100).astype(np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S), dtype=types.int32),
+                             mb.StateTensorSpec(shape=(1, 32), dtype=types.fp16)], opset_version=TARGET)
+    def prog(input_ids, acc):
+        e = mb.gather(x=table, indices=input_ids, axis=0, name="emb")
+        tot = mb.reduce_sum(x=e, axes=[1], name="tot")
+        old = mb.read_state(input=acc)
+        new = mb.add(x=old, y=tot, name="new_acc")
+        mb.coreml_update_state(state=acc, value=new)
+        return mb.mul(x=new, y=np.float16(1.0), name="out")
+
+    save(prog, out, "cat_state_range_int_input", pass_pipeline=ct.PassPipeline.EMPTY,
+         inputs=[ct.TensorType(name="input_ids", shape=(1, ct.RangeDim(1, 16, default=1)), dtype=np.int32)],
+         states=[ct.StateType(wrapped_type=ct.TensorType(shape=(1, 32), dtype=np.float16), name="acc")])
+
+
+def gen_cat_enumerated_combinations(out):
+    # coremltools#2271: two inputs, each with its own EnumeratedShapes.
+    A = get_new_symbol()
+    B = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, A), dtype=types.fp16), mb.TensorSpec(shape=(1, B), dtype=types.fp16)],
+                opset_version=TARGET)
+    def prog(a, b):
+        sa = mb.reduce_sum(x=a, axes=[1], keep_dims=True)
+        sb = mb.reduce_sum(x=b, axes=[1], keep_dims=True)
+        return mb.add(x=sa, y=sb, name="out")
+
+    save(prog, out, "cat_enumerated_combinations", pass_pipeline=ct.PassPipeline.EMPTY,
+         inputs=[ct.TensorType(name="a", shape=ct.EnumeratedShapes(shapes=[(1, 4), (1, 8)], default=(1, 4)), dtype=np.float16),
+                 ct.TensorType(name="b", shape=ct.EnumeratedShapes(shapes=[(1, 2), (1, 16)], default=(1, 2)), dtype=np.float16)])
+
+
+def gen_cat_gather_index_narrowed(out):
+    # coremltools#2222: token ids cast int32 -> int16 before an embedding of 40000 rows.
+    rows = 40000
+    table = np.stack([np.arange(rows) % 2048, np.arange(rows) // 2048], axis=1).astype(np.float16)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4), dtype=types.int32)], opset_version=TARGET)
+    def prog(input_ids):
+        ids16 = mb.cast(x=input_ids, dtype="int16", name="ids_int16")
+        return mb.gather(x=table, indices=ids16, axis=0, name="emb")
+
+    save(prog, out, "cat_gather_index_narrowed", pass_pipeline=ct.PassPipeline.EMPTY,
+         inputs=[ct.TensorType(name="input_ids", shape=(1, 4), dtype=np.int32)], outputs=[ct.TensorType(name="emb")])
+    ids = np.array([[5, 32767, 32768, 39999]], dtype=np.int32)
+    refs(out, "cat_gather_index_narrowed", input_ids=ids, emb=table[ids].astype(np.float32))
+
+
+def gen_cat_narrowing_cast(out):
+    @mb.program(input_specs=[mb.TensorSpec(shape=(4,), dtype=types.int32)], opset_version=TARGET)
+    def prog(x):
+        x8 = mb.cast(x=x, dtype="int8", name="x_int8")
+        x32 = mb.cast(x=x8, dtype="int32", name="x_back")
+        return mb.cast(x=mb.add(x=x32, y=np.int32(1)), dtype="fp32", name="out")
+
+    save(prog, out, "cat_narrowing_cast", pass_pipeline=ct.PassPipeline.EMPTY, precision=ct.precision.FLOAT32,
+         inputs=[ct.TensorType(name="x", shape=(4,), dtype=np.int32)])
+
+
+def gen_cat_gather_table_uint16(out):
+    # executorch PR#7616: an input-indexed table of 70000 rows (ANE gathers take uint16 indices).
+    table = (np.arange(70000) % 1000).astype(np.float16).reshape(70000, 1)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4), dtype=types.int32)], opset_version=TARGET)
+    def prog(input_ids):
+        return mb.gather(x=table, indices=input_ids, axis=0, name="emb")
+
+    save(prog, out, "cat_gather_table_uint16", pass_pipeline=ct.PassPipeline.EMPTY,
+         inputs=[ct.TensorType(name="input_ids", shape=(1, 4), dtype=np.int32)], outputs=[ct.TensorType(name="emb")])
+
+
+def gen_cat_quant_scale_zero(out):
+    # coremltools#2853: a blockwise int8 weight whose scale is 0 for channel 2 and NaN for channel 5.
+    rng = np.random.default_rng(3)
+    data = rng.integers(-127, 128, size=(8, 32), dtype=np.int8)
+    scale = np.full((8, 1), 0.01, dtype=np.float16)
+    scale[2, 0] = 0
+    scale[5, 0] = np.nan
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 32), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x):
+        w = mb.constexpr_blockwise_shift_scale(data=data, scale=scale, name="w")
+        return mb.linear(x=x, weight=w, name="out")
+
+    save(prog, out, "cat_quant_scale_zero", pass_pipeline=ct.PassPipeline.EMPTY,
+         inputs=[ct.TensorType(name="x", shape=(1, 32), dtype=np.float16)])
+
+
+def gen_cat_rmsnorm_eps_scaled(out):
+    # coremltools#2821: torch's rms_norm converted by coremltools 9 (eps added to the max-scaled
+    # mean). eps = 0.1 so that eps * max^2 is visible; fp32 so the numeric check is tight.
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, 8))
+
+        def forward(self, x):
+            return torch.nn.functional.rms_norm(x, (8,), self.weight, eps=0.1)
+
+    m = M().eval()
+    x = torch.tensor(np.random.default_rng(4).uniform(-8, 8, size=(1, 3, 8)).astype(np.float32))
+    traced = torch.jit.trace(m, x)
+    ml = ct.convert(traced, inputs=[ct.TensorType(name="x", shape=(1, 3, 8), dtype=np.float32)],
+                    outputs=[ct.TensorType(name="out")], minimum_deployment_target=TARGET,
+                    compute_precision=ct.precision.FLOAT32, skip_model_load=True)
+    path = os.path.join(out, "cat_rmsnorm_eps_scaled.mlpackage")
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    fix_metadata(ml)
+    ml.save(path)
+    fix_manifest(path, "diag/cat_rmsnorm_eps_scaled")
+    with torch.no_grad():
+        refs(out, "cat_rmsnorm_eps_scaled", x=x.numpy(), out=m(x).numpy())
+
+
+def gen_cat_state_dim_32(out):
+    # coremltools#2631: a state of width 24 (not a multiple of 32).
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 24), dtype=types.fp16),
+                             mb.StateTensorSpec(shape=(1, 24), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x, acc):
+        old = mb.read_state(input=acc)
+        new = mb.add(x=old, y=x, name="new_acc")
+        mb.coreml_update_state(state=acc, value=new)
+        return mb.mul(x=new, y=np.float16(1.0), name="out")
+
+    save(prog, out, "cat_state_dim_32", pass_pipeline=ct.PassPipeline.EMPTY,
+         states=[ct.StateType(wrapped_type=ct.TensorType(shape=(1, 24), dtype=np.float16), name="acc")])
+
+
+def gen_cat_log_softmax(out):
+    # coremltools#2728: log(softmax(x)) in fp16 (coremltools stores log's epsilon 1e-45 as an fp32
+    # const); the -40 logit's probability underflows fp16.
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 4), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x):
+        p = mb.softmax(x=x, axis=-1, name="probs")
+        return mb.log(x=p, epsilon=np.float32(1e-45), name="logp")
+
+    save(prog, out, "cat_log_softmax", pass_pipeline=ct.PassPipeline.EMPTY,
+         inputs=[ct.TensorType(name="x", shape=(1, 4), dtype=np.float16)], outputs=[ct.TensorType(name="logp")])
+    x = np.array([[2.0, -40.0, 0.5, 3.0]], dtype=np.float16)
+    xf = x.astype(np.float64)
+    lse = np.log(np.exp(xf - xf.max()).sum()) + xf.max()
+    refs(out, "cat_log_softmax", x=x, logp=(xf - lse).astype(np.float32))
+
+
+def _truncate_const(path, names, keep):
+    """Edit the saved spec: the int32 / bool consts in `names` keep their first `keep` entries."""
+    from coremltools.proto import Model_pb2
+    spec_path = os.path.join(path, "Data", "com.apple.CoreML", "model.mlmodel")
+    spec = Model_pb2.Model()
+    with open(spec_path, "rb") as f:
+        spec.ParseFromString(f.read())
+    for f in spec.mlProgram.functions.values():
+        for op in f.block_specializations[f.opset].operations:
+            if op.type != "const" or op.outputs[0].name not in names:
+                continue
+            val = op.attributes["val"]
+            t = val.immediateValue.tensor
+            if t.ints.values:
+                vals = list(t.ints.values)[:keep]
+                del t.ints.values[:]
+                t.ints.values.extend(vals)
+            else:
+                vals = list(t.bools.values)[:keep]
+                del t.bools.values[:]
+                t.bools.values.extend(vals)
+            for typ in (val.type.tensorType, op.outputs[0].type.tensorType):
+                typ.dimensions[0].constant.size = keep
+    with open(spec_path, "wb") as f:
+        f.write(spec.SerializeToString())
+
+
+def gen_cat_slice_update_short(out):
+    # coreai-models#275: slice_update begin/end with 3 entries on a rank-4 tensor (built with full
+    # bounds, then the saved spec's begin/end/masks cut to 3 entries; coremltools refuses to build it).
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 2, 4, 3), dtype=types.fp16),
+                             mb.TensorSpec(shape=(1, 2, 1, 3), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x, u):
+        b = mb.const(val=np.array([0, 0, 2, 0], dtype=np.int32), name="su_begin")
+        e = mb.const(val=np.array([1, 2, 3, 3], dtype=np.int32), name="su_end")
+        return mb.slice_update(x=x, update=u, begin=b, end=e, name="out")
+
+    path = save(prog, out, "cat_slice_update_short", pass_pipeline=ct.PassPipeline.EMPTY,
+                inputs=[ct.TensorType(name="x", shape=(1, 2, 4, 3), dtype=np.float16),
+                        ct.TensorType(name="u", shape=(1, 2, 1, 3), dtype=np.float16)])
+    _truncate_const(path, {"su_begin", "su_end"}, 3)
+    fix_manifest(path, "diag/cat_slice_update_short")
+    x = (np.arange(24).reshape(1, 2, 4, 3) / 4).astype(np.float16)
+    u = -np.ones((1, 2, 1, 3), dtype=np.float16)
+    y = x.copy()
+    y[0:1, 0:2, 2:3, :] = u
+    refs(out, "cat_slice_update_short", x=x, u=u, out=y.astype(np.float32))
+
+
+def gen_cat_state_write_5d(out):
+    # coremltools#2325: a 5-D [2, 1, 4, 16, 8] cache written at [1, :, :2, pos:pos+1, :].
+    shape = (2, 1, 4, 16, 8)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 2, 1, 8), dtype=types.fp16), mb.TensorSpec(shape=(1,), dtype=types.int32),
+                             mb.StateTensorSpec(shape=shape, dtype=types.fp16)], opset_version=TARGET)
+    def prog(k, pos, cache):
+        p1 = mb.add(x=pos, y=np.int32(1), name="pos_1")
+        begin = mb.concat(values=(np.array([1, 0, 0], dtype=np.int32), pos, np.array([0], dtype=np.int32)), axis=0, name="begin")
+        end = mb.concat(values=(np.array([2, 1, 2], dtype=np.int32), p1, np.array([8], dtype=np.int32)), axis=0, name="end")
+        old = mb.read_state(input=cache)
+        new = mb.slice_update(x=old, update=k, begin=begin, end=end, squeeze_mask=[True, False, False, False, False],
+                              name="cache_write")
+        mb.coreml_update_state(state=cache, value=new)
+        return mb.reduce_sum(x=new, axes=[3], name="out")
+
+    save(prog, out, "cat_state_write_5d", pass_pipeline=ct.PassPipeline.EMPTY,
+         inputs=[ct.TensorType(name="k", shape=(1, 2, 1, 8), dtype=np.float16), ct.TensorType(name="pos", shape=(1,), dtype=np.int32)],
+         states=[ct.StateType(wrapped_type=ct.TensorType(shape=shape, dtype=np.float16), name="cache")])
+    cache = np.zeros(shape, dtype=np.float32)
+    r = {}
+    for call, p in enumerate([3, 7]):
+        k = ((np.arange(16).reshape(1, 2, 1, 8) + 1) * (call + 1) / 8).astype(np.float16)
+        cache[1, :, :2, p:p + 1, :] = k.astype(np.float32)
+        r[f"call{call}.k"] = k
+        r[f"call{call}.pos"] = np.array([p], dtype=np.int32)
+        r[f"call{call}.out"] = cache.sum(axis=3)
+        r[f"call{call}.cache"] = cache.copy()
+    refs(out, "cat_state_write_5d", **r)
+
+
+def gen_cat_rank0_expand_dims(out):
+    # coremltools' rank0_expand_dims_swap: n + 1 (rank 0) used by expand_dims and by a stack;
+    # no slice_update. The default pipeline fails with "Cannot delete op".
+    S = get_new_symbol()
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, S), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x):
+        n = mb.gather(x=mb.shape(x=x), indices=np.int32(1), axis=0, name="n")
+        m = mb.add(x=n, y=np.int32(1), name="n_plus_1")
+        e = mb.expand_dims(x=m, axes=[0], name="n_plus_1_1d")
+        shape_a = mb.concat(values=(e, np.array([4], dtype=np.int32)), axis=0, name="shape_a")
+        shape_b = mb.stack(values=(m, np.int32(4)), axis=0, name="shape_b")
+        a = mb.fill(shape=shape_a, value=np.float16(1.0), name="a")
+        b = mb.fill(shape=shape_b, value=np.float16(2.0), name="b")
+        return mb.add(x=a, y=b, name="out")
+
+    save(prog, out, "cat_rank0_expand_dims", pass_pipeline=ct.PassPipeline.EMPTY,
+         inputs=[ct.TensorType(name="x", shape=(1, ct.RangeDim(1, 16, default=2)), dtype=np.float16)])
+    x = np.ones((1, 3), dtype=np.float16)
+    refs(out, "cat_rank0_expand_dims", x=x, out=np.full((4, 4), 3.0, dtype=np.float32))
+
+
+def gen_cat_unsupported_op(out):
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 4, 4), dtype=types.fp16)], opset_version=TARGET)
+    def prog(x):
+        return mb.upsample_nearest_neighbor(x=x, scale_factor_height=2, scale_factor_width=2, name="out")
+
+    save(prog, out, "cat_unsupported_op", pass_pipeline=ct.PassPipeline.EMPTY,
+         inputs=[ct.TensorType(name="x", shape=(1, 1, 4, 4), dtype=np.float16)])
+
+
+# Fixtures of other checks (their tests name what they expect).
+OTHER = ["apple_recipe_llama"]
+
+GENERATORS = {name: globals()["gen_" + name] for name in list(EXPECTED) + list(RUNTIME_EXPECTED) + OTHER + list(CATALOGUE_EXPECTED)}
 
 
 def main():

@@ -1,5 +1,5 @@
 // Level 2 of CKernels (see include/CKernels.h): AVX-512 F/BW/VL/DQ bodies, compiled through a
-// per-function target attribute (no compiler flags) and chosen at run time by CKernels.c.
+// per-function target attribute (no compiler flags) and chosen at run time by Dispatch.c.
 //
 // int8 block-quantized A · Wᵀ (fk_qgemm_nt):
 //  * up to QV_MAX_M activation rows ("direct", decode): each 16-byte run of a weight row is
@@ -15,7 +15,7 @@
 //    next panel's int8 rows are prefetched into L2 meanwhile.
 // fp32 A · Bᵀ (fk_sgemm_nt) packs B the same way; A · B (fk_sgemm_nn) reads B's rows in place.
 // Shapes the fast paths do not cover (input-axis blocks not a multiple of 16, small-M fp32 NT)
-// go to the level-1 (AVX2) bodies.
+// return 0: Dispatch.c then runs the level-1 (AVX2) body. Nothing here calls another level.
 
 #include "ck_internal.h"
 
@@ -90,7 +90,10 @@ AI5 void dequant512(const fk_qmatrix *W, long r0, long rows, long c0, long cols,
     }
 }
 
-T512 void fk__dequant_avx512(FK_ARGS_DQ) { dequant512(W, r0, rows, c0, cols, out, ldo); }
+T512 int fk__dequant_avx512(FK_ARGS_DQ) {
+    dequant512(W, r0, rows, c0, cols, out, ldo);
+    return 1;
+}
 
 // MARK: - int8 matrix-vector (≤ QV_MAX_M activation rows)
 
@@ -470,27 +473,20 @@ static T512 int qgemm_panel512(FK_ARGS_Q) {
     return 1;
 }
 
-T512 void fk__qgemm_nt_avx512(FK_ARGS_Q) {
-    if (M <= 0 || N <= 0) return;
-    if (M <= QV_MAX_M) {
-        if (qgemv512(M, N, K, A, lda, W, n0, C, ldc, bias, acc)) return;
-    } else if (qgemm_panel512(M, N, K, A, lda, W, n0, C, ldc, bias, acc)) {
-        return;
-    }
-    fk__qgemm_nt_avx2(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
+T512 int fk__qgemm_nt_avx512(FK_ARGS_Q) {
+    if (M <= 0 || N <= 0) return 1;
+    if (M <= QV_MAX_M) return qgemv512(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
+    return qgemm_panel512(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
 }
 
 // MARK: - fp32
 
-T512 void fk__sgemm_nt_avx512(FK_ARGS_NT) {
-    if (M <= 0 || N <= 0) return;
+T512 int fk__sgemm_nt_avx512(FK_ARGS_NT) {
+    if (M <= 0 || N <= 0) return 1;
     panel_buf pb;
-    if (M < 4 || N < 24 || !panel_alloc(&pb, 0)) {
-        // Matrix-vector shape (dot products along K), or too few columns for 32-wide panels:
-        // the level-1 body.
-        fk__sgemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
-        return;
-    }
+    // Matrix-vector shape (dot products along K), or too few columns for 32-wide panels: left
+    // to the level-1 body.
+    if (M < 4 || N < 24 || !panel_alloc(&pb, 0)) return 0;
     for (long j = 0; j < N; j += NRP) {
         const int nc = (int)lmin5(NRP, N - j);
         for (long k0 = 0; k0 < K || k0 == 0; k0 += KC) {
@@ -500,14 +496,12 @@ T512 void fk__sgemm_nt_avx512(FK_ARGS_NT) {
         }
     }
     panel_free(&pb);
+    return 1;
 }
 
-T512 void fk__sgemm_nn_avx512(FK_ARGS_NT) {
-    if (M <= 0 || N <= 0) return;
-    if (N < 16) {  // mostly masked-off 32-wide strips: the level-1 body (8-wide strips)
-        fk__sgemm_nn_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
-        return;
-    }
+T512 int fk__sgemm_nn_avx512(FK_ARGS_NT) {
+    if (M <= 0 || N <= 0) return 1;
+    if (N < 16) return 0;  // mostly masked-off 32-wide strips: left to the level-1 body (8-wide strips)
     // Columns in strips of 32 (B's rows read in place, the last strip masked); rows in tiles of
     // 8; K in blocks so a strip of B stays in L1/L2 while the row tiles walk it.
     for (long k0 = 0; k0 < K || k0 == 0; k0 += KC) {
@@ -519,6 +513,91 @@ T512 void fk__sgemm_nn_avx512(FK_ARGS_NT) {
                 tile_any((int)lmin5(MR, M - m), nc < NRP, kc, A + m * lda + k0, lda, B + k0 * ldb + j, ldb, C + m * ldc + j,
                          ldc, nc, bj, k0 == 0 ? acc : 1);
         }
+    }
+    return 1;
+}
+
+// MARK: - Q8 route with VNNI: int8 activations × int8 weights
+
+#define TVNNI __attribute__((target("avx512vnni,avx512vl,avx512f,avx512bw,avx2,fma,f16c")))
+#define Q8V_CHUNK 64
+
+/// `nr` (≤ 4) weight rows from absolute row `n` against one quantized activation row: per
+/// block of 32, vpdpbusd(c, w ⊕ 0x80, x) where w ⊕ 0x80 = w + 128 as u8 and c = the block's
+/// [−128·Σq_x, 0, …] (xc), so the 8 int32 lanes sum to Σ q_x·q_w exactly (any int8 weight);
+/// converted and added to the row total by one FMA with the block's s_w·d_x.
+static inline __attribute__((always_inline)) TVNNI void q8_rows_vnni(const int nr, long K, const int8_t *xq,
+                                                                     const float *xd, const float *xs, const int32_t *xc,
+                                                                     const fk_qmatrix *W, long n, float *y,
+                                                                     const float *bias, int acc) {
+    const long nb = K / 32, per = W->block_cols / 32;
+    const int8_t *q[4];
+    long srow[4];
+    for (int r = 0; r < nr; r++) {
+        q[r] = W->data + (n + r) * W->ld;
+        srow[r] = ((n + r) / W->block_rows) * W->scale_ld;
+    }
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    __m256 t[4];
+    float corr[4] = {0, 0, 0, 0};
+    for (int r = 0; r < nr; r++) t[r] = _mm256_setzero_ps();
+    float ss[4][Q8V_CHUNK];
+    for (long b0 = 0; b0 < nb; b0 += Q8V_CHUNK) {
+        const long nbk = lmin5(Q8V_CHUNK, nb - b0);
+        for (int r = 0; r < nr; r++) q8_block_scales(W, srow[r], per, b0, nbk, xd, ss[r]);
+        if (W->offset)
+            for (int r = 0; r < nr; r++)
+                for (long i = 0; i < nbk; i++) corr[r] += ss[r][i] * W->offset[srow[r] + (b0 + i) / per] * xs[b0 + i];
+        for (long b = b0; b < b0 + nbk; b++) {
+            if (QV_PF > 0 && ((b * 32) & 63) == 0)
+                for (int r = 0; r < nr; r++) _mm_prefetch((const char *)(q[r] + b * 32 + QV_PF), QV_HINT);
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + b * 32));
+            const __m256i c = _mm256_loadu_si256((const __m256i *)(xc + b * 8));
+            for (int r = 0; r < nr; r++) {
+                const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(q[r] + b * 32)), flip);
+                const __m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c, w, xv));
+                t[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(ss[r][b - b0]), t[r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(t[r]), _mm256_extractf128_ps(t[r], 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        float v = _mm_cvtss_f32(h) - corr[r];
+        if (bias) v += bias[r];
+        y[r] = acc ? y[r] + v : v;
+    }
+}
+
+static TVNNI FK_DEBUG_NOINLINE void q8_rows4_vnni(long K, const int8_t *xq, const float *xd, const float *xs,
+                                                  const int32_t *xc, const fk_qmatrix *W, long n, float *y,
+                                                  const float *bias, int acc) {
+    q8_rows_vnni(4, K, xq, xd, xs, xc, W, n, y, bias, acc);
+}
+static TVNNI FK_DEBUG_NOINLINE void q8_rows1_vnni(long K, const int8_t *xq, const float *xd, const float *xs,
+                                                  const int32_t *xc, const fk_qmatrix *W, long n, float *y,
+                                                  const float *bias, int acc) {
+    q8_rows_vnni(1, K, xq, xd, xs, xc, W, n, y, bias, acc);
+}
+
+TVNNI void fk__q8_gemv_vnni(FK_ARGS_Q8) {
+    const long nb = K / 32;
+    {
+        const char *base = (const char *)(W->data + n0 * W->ld);
+        const long span = lmin5(QV_PF, N * W->ld);
+        for (long p = 0; p < span; p += 64) _mm_prefetch(base + p, QV_HINT);
+    }
+    for (long j = 0; j < N;) {
+        const int nr = N - j >= 4 ? 4 : 1;
+        for (long m = 0; m < M; m++) {
+            const float *bj = bias ? bias + j : NULL;
+            if (nr == 4)
+                q8_rows4_vnni(K, xq + m * K, xd + m * nb, xs + m * nb, xc + m * nb * 8, W, n0 + j, C + m * ldc + j, bj, acc);
+            else
+                q8_rows1_vnni(K, xq + m * K, xd + m * nb, xs + m * nb, xc + m * nb * 8, W, n0 + j, C + m * ldc + j, bj, acc);
+        }
+        j += nr;
     }
 }
 

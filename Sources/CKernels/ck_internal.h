@@ -1,5 +1,5 @@
-// Internal to CKernels: what CKernels.c (levels 0/1, dispatch, pool) and KernelsAVX512.c
-// (level 2) share. Not part of the public interface (include/CKernels.h).
+// Internal to CKernels: what the dispatcher (Dispatch.c), the per-level bodies
+// (KernelsPortable.c, KernelsAVX2.c, KernelsAVX512.c), the pool and the scratch share. Not part of the public interface (include/CKernels.h).
 #ifndef FORGE_CK_INTERNAL_H
 #define FORGE_CK_INTERNAL_H
 
@@ -13,6 +13,11 @@
 #define FK_ARGS_NT long M, long N, long K, const float *A, long lda, const float *B, long ldb, float *C, long ldc, const float *bias, int acc
 #define FK_ARGS_Q long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0, float *C, long ldc, const float *bias, int acc
 #define FK_ARGS_DQ const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo
+/// The Q8 route (fk_qgemm_nt_q8) after quantization: M activation rows of K int8 values `xq`,
+/// per block of 32 their scale `xd` [M, K/32] and Σq `xs` [M, K/32]; `xc` [M, K/32, 8] int32
+/// holds −128·Σq in lane 0 (the VNNI body's bias correction), or is NULL.
+#define FK_ARGS_Q8 long M, long N, long K, const int8_t *xq, const float *xd, const float *xs, const int32_t *xc, \
+                   const fk_qmatrix *W, long n0, float *C, long ldc, const float *bias, int acc
 
 /// IEEE binary16 bits → fp32, portable (exact: every half is a float).
 static inline float fk__h2f(uint16_t h) {
@@ -33,26 +38,67 @@ static inline float fk__h2f(uint16_t h) {
     return f;
 }
 
+/// The bodies of each level. Dispatch.c is the only caller; no level calls another, so each
+/// file (KernelsPortable.c, KernelsAVX2.c, KernelsAVX512.c) depends on these headers only.
+// Level 0 (KernelsPortable.c): every shape.
+FK_HIDDEN void fk__sgemm_nt_gen(FK_ARGS_NT);
+FK_HIDDEN void fk__sgemm_nn_gen(FK_ARGS_NT);
+FK_HIDDEN void fk__qgemm_nt_gen(FK_ARGS_Q);
+FK_HIDDEN void fk__dequant_gen(FK_ARGS_DQ);
+FK_HIDDEN void fk__softmax_rows_gen(float *x, long rows, long n, long ld);
+FK_HIDDEN int fk__q8_quantize_gen(long K, const float *x, int8_t *q, float *d, float *qs);
+FK_HIDDEN void fk__q8_gemv_gen(FK_ARGS_Q8);
+
 #if defined(__x86_64__) || defined(__i386__)
 #define FK_X86 1
-// Level 1 (CKernels.c): also the fallback of level 2 for the shapes it leaves alone.
+// Level 1 (KernelsAVX2.c): every shape.
 FK_HIDDEN void fk__sgemm_nt_avx2(FK_ARGS_NT);
 FK_HIDDEN void fk__sgemm_nn_avx2(FK_ARGS_NT);
 FK_HIDDEN void fk__qgemm_nt_avx2(FK_ARGS_Q);
 FK_HIDDEN void fk__dequant_avx2(FK_ARGS_DQ);
-// Level 2 (KernelsAVX512.c).
-FK_HIDDEN void fk__sgemm_nt_avx512(FK_ARGS_NT);
-FK_HIDDEN void fk__sgemm_nn_avx512(FK_ARGS_NT);
-FK_HIDDEN void fk__qgemm_nt_avx512(FK_ARGS_Q);
-FK_HIDDEN void fk__dequant_avx512(FK_ARGS_DQ);
+FK_HIDDEN int fk__q8_quantize_avx2(long K, const float *x, int8_t *q, float *d, float *qs);
+FK_HIDDEN void fk__q8_gemv_avx2(FK_ARGS_Q8);
+// Level 2 (KernelsAVX512.c): return 1 when done, 0 for a shape (or an out-of-memory case)
+// they leave to the level below.
+FK_HIDDEN int fk__sgemm_nt_avx512(FK_ARGS_NT);
+FK_HIDDEN int fk__sgemm_nn_avx512(FK_ARGS_NT);
+FK_HIDDEN int fk__qgemm_nt_avx512(FK_ARGS_Q);
+FK_HIDDEN int fk__dequant_avx512(FK_ARGS_DQ);
+// AVX-512 VNNI (+ VL): the Q8 product with 256-bit vpdpbusd; needs `xc`.
+FK_HIDDEN void fk__q8_gemv_vnni(FK_ARGS_Q8);
 #else
 #define FK_X86 0
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+/// ss[i] = s_w(srow, activation block b0 + i) · xd[b0 + i] for i < n: the combined scale of each
+/// 32-column activation block against weight row scales starting at `srow` (weight blocks of
+/// `per` activation blocks; fp32 or fp16 scales, the latter widened with F16C eight at a time
+/// when per == 1). Shared by the AVX2 and VNNI Q8 bodies (no per-element division).
+static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void q8_block_scales(
+    const fk_qmatrix *W, long srow, long per, long b0, long n, const float *xd, float *ss) {
+    if (per == 1) {
+        long i = 0;
+        if (!W->scale)
+            for (; i + 8 <= n; i += 8)
+                _mm256_storeu_ps(ss + i, _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(W->scale_h + srow + b0 + i))),
+                                                       _mm256_loadu_ps(xd + b0 + i)));
+        for (; i < n; i++) ss[i] = (W->scale ? W->scale[srow + b0 + i] : _cvtsh_ss(W->scale_h[srow + b0 + i])) * xd[b0 + i];
+        return;
+    }
+    long wb = srow + b0 / per, rem = b0 % per;
+    for (long i = 0; i < n; i++) {
+        ss[i] = (W->scale ? W->scale[wb] : _cvtsh_ss(W->scale_h[wb])) * xd[b0 + i];
+        if (++rem == per) rem = 0, wb++;
+    }
+}
 #endif
 
 /// A 64-byte aligned scratch buffer of at least `bytes`, private to the calling thread and
 /// reused by its later calls (slot 0/1: level-2 panels, 2: level-1 panel). Never free it; NULL
 /// when out of memory. One user per slot at a time (kernels do not nest).
-#define CK_SCRATCH_SLOTS 4
+#define CK_SCRATCH_SLOTS 4  // 3: the Q8 activations of fk_qgemm_nt_q8
 void *ck_scratch(int slot, size_t bytes);
 
 #endif

@@ -5,7 +5,8 @@ import Passes
 import Generation
 
 /// The runtime part of `forge-ir diagnose` (`--precision fp16`, `--dynamic`): builds the calls
-/// from `--inputs` or from the stateful LLM contract (Generation) and runs `RuntimeChecks`.
+/// from `--inputs` or from the generation contract (Generation's `GenerationContract`, detected
+/// or `--contract`) and runs `RuntimeChecks`.
 public enum DiagnoseRuntime {
     public struct Request {
         public var fp16 = false
@@ -13,8 +14,11 @@ public enum DiagnoseRuntime {
         public var inputs: [String: Tensor]?
         public var inputsPath: String?
         public var promptIDs: [Int32]?
+        /// `--contract FILE.json`, applied to the functions it drives.
+        public var contract: GenerationContract?
         public init(fp16: Bool = false, dynamic: Bool = false, inputs: [String: Tensor]? = nil,
-                    inputsPath: String? = nil, promptIDs: [Int32]? = nil) {
+                    inputsPath: String? = nil, promptIDs: [Int32]? = nil, contract: GenerationContract? = nil) {
+            self.contract = contract
             self.fp16 = fp16
             self.dynamic = dynamic
             self.inputs = inputs
@@ -38,34 +42,45 @@ public enum DiagnoseRuntime {
             guard let f = model.program.function(named: name) else { continue }
             let seqSymbol = d.functions.first { $0.name == name }?.sequenceSymbol
             func binding(_ s: Int) -> [String: Int]? { seqSymbol.map { [$0: s] } }
-            var contract: LLMContract?
+            var contract: GenerationContract?
             var contractError: Error?
-            do { contract = try LLMContract(function: f) } catch { contractError = error }
-            if let c = contract, !c.extraInputs.isEmpty, r.inputs == nil {
+            if let given = r.contract, given.functions.names.contains(name) {
+                // The file's roles on this function (a pair's prefill runs with its own width).
+                var c = given
+                if let ids = f.inputs.first(where: { $0.name == c.tokenIDs })?.type.tensorType {
+                    c.functions = .single(name, GenerationContract.width(of: ids, context: c.contextLength))
+                }
+                contract = c
+            } else {
+                do { contract = try GenerationContract.detect(function: f) } catch { contractError = error }
+            }
+            if let c = contract, !c.staticInputs.isEmpty, r.inputs == nil {
                 contract = nil
-                contractError = DiagnoseRequestError("function '\(name)' also takes \(c.extraInputs.map { "'\($0.name)'" }.joined(separator: ", ")), which diagnose cannot generate")
+                contractError = DiagnoseRequestError("function '\(name)' also takes \(c.staticInputs.map { "'\($0)'" }.joined(separator: ", ")), which diagnose cannot generate")
+            }
+            var carry: [String: String] = [:]
+            if let c = contract, case let .explicit(pairs) = c.kv { for p in pairs { carry[p.output] = p.input } }
+            func call(_ c: GenerationContract, _ ids: [Int32], _ position: Int) throws -> [String: Tensor] {
+                try c.inputs(ids: ids, position: position, function: f)
             }
             // The token ids and the length N of the generated calls.
             var ids: [Int32] = []
             var idsLabel = ""
             if let c = contract {
-                let widest: Int
-                switch c.width {
-                case let .range(_, hi): widest = hi
-                case let .enumerated(sizes): widest = sizes.max() ?? 1
-                case let .fixed(w): widest = w
-                }
+                let width = c.prefill.width
+                let widest = width.widest
+                let vocabulary = f.outputs.first { $0.name == c.logits }?.type.tensorType?.shape.last?.fixedValue
                 if let given = r.promptIDs {
-                    if let vocab = c.vocabularySize(in: f), let bad = given.first(where: { Int($0) >= vocab }) {
-                        throw DiagnoseRequestError("--prompt-ids: token id \(bad) is outside the vocabulary of function '\(name)' (0..<\(vocab), from its \(c.logitsName) output)")
+                    if let vocab = vocabulary, let bad = given.first(where: { Int($0) >= vocab }) {
+                        throw DiagnoseRequestError("--prompt-ids: token id \(bad) is outside the vocabulary of function '\(name)' (0..<\(vocab), from its \(c.logits) output)")
                     }
                     ids = given
                     idsLabel = "\(given.count) given token id\(given.count == 1 ? "" : "s")"
                 } else {
                     var n = min(defaultLength, widest, c.contextLength)
-                    if case let .enumerated(sizes) = c.width { n = sizes.filter { $0 <= defaultLength }.max() ?? sizes.min() ?? 1 }
-                    if case let .range(lo, _) = c.width { n = max(n, lo) }
-                    ids = randomIDs(n, vocab: c.vocabularySize(in: f) ?? 32000)
+                    if case let .enumerated(sizes) = width { n = sizes.filter { $0 <= defaultLength }.max() ?? sizes.min() ?? 1 }
+                    if case let .range(lo, _) = width { n = max(n, lo) }
+                    ids = randomIDs(n, vocab: vocabulary ?? 32000)
                     idsLabel = "\(n) random token id\(n == 1 ? "" : "s") (seed 0)"
                 }
             }
@@ -75,12 +90,12 @@ public enum DiagnoseRuntime {
                 var b: [String: Int]?
                 if let inputs = r.inputs {
                     scenario = RuntimeScenario(calls: [inputs], label: "inputs from \(r.inputsPath ?? "--inputs")")
-                    if let s = seqSymbol, let ids = inputs["input_ids"] ?? inputs["tokens"], ids.rank == 2 { b = [s: ids.shape[1]] }
+                    if let s = seqSymbol, let ids = inputs[contract?.tokenIDs ?? "input_ids"] ?? inputs["input_ids"] ?? inputs["tokens"], ids.rank == 2 { b = [s: ids.shape[1]] }
                 } else if let c = contract {
-                    guard c.admits(width: ids.count) else {
-                        throw DiagnoseRequestError("function '\(name)': a call of \(ids.count) tokens does not fit its input_ids (\(c.width)); give fewer --prompt-ids")
+                    guard c.prefill.width.admits(ids.count) else {
+                        throw DiagnoseRequestError("function '\(name)': a call of \(ids.count) tokens does not fit its \(c.tokenIDs) (\(c.prefill.width)); give fewer --prompt-ids")
                     }
-                    scenario = RuntimeScenario(calls: [c.inputs(ids: ids, position: 0)], label: "prefill of \(idsLabel)")
+                    scenario = RuntimeScenario(calls: [try call(c, ids, 0)], label: "prefill of \(idsLabel)")
                     b = binding(ids.count)
                 } else {
                     throw DiagnoseRequestError("--precision fp16: function '\(name)' needs --inputs F.npz (\(contractError.map { "\($0)" } ?? "no generated inputs"))")
@@ -93,29 +108,31 @@ public enum DiagnoseRuntime {
                 guard let c = contract else {
                     // Reported as a skipped check (the static findings still print, --json included).
                     d.add(RuntimeRun(check: "s1_mismatch", function: name, precision: "fp32", inputs: "", ok: true,
-                                     summary: "skipped: \(contractError.map { "\($0)" } ?? "function '\(name)' does not follow the stateful LLM contract")"),
+                                     summary: "skipped: \(contractError.map { "\($0)" } ?? "function '\(name)' fits no generation contract")"),
                           findings: [])
                     continue
                 }
                 let n = ids.count
-                guard n >= 2, c.admits(width: 1), c.admits(width: n) else {
+                let width = c.prefill.width
+                guard n >= 2, width.admits(1), width.admits(n) else {
                     let why: String
-                    if case let .fixed(w) = c.width { why = "input_ids takes exactly \(w) token\(w == 1 ? "" : "s") per call" } else if n < 2 {
+                    if case let .fixed(w) = width { why = "\(c.tokenIDs) takes exactly \(w) token\(w == 1 ? "" : "s") per call" } else if n < 2 {
                         why = "needs at least 2 tokens"
-                    } else { why = "needs calls of 1 and of \(n) tokens; input_ids allows \(c.width)" }
+                    } else { why = "needs calls of 1 and of \(n) tokens; \(c.tokenIDs) allows \(width)" }
                     d.add(RuntimeRun(check: "s1_mismatch", function: name, precision: "fp32", inputs: idsLabel, ok: true,
                                      summary: "skipped: \(why)"), findings: [])
                     continue
                 }
                 let head = Array(ids.dropLast())
-                let prefill: [[String: Tensor]] = c.admits(width: head.count)
-                    ? [c.inputs(ids: head, position: 0)]
-                    : head.enumerated().map { c.inputs(ids: [$0.element], position: $0.offset) }
-                let split = RuntimeScenario(calls: prefill + [c.inputs(ids: [ids[n - 1]], position: n - 1)],
-                                            label: "prefill of \(n - 1)\(prefill.count > 1 ? " one by one" : ""), then 1 token at offset \(n - 1)")
-                let whole = RuntimeScenario(calls: [c.inputs(ids: ids, position: 0)], label: "one call of \(idsLabel)")
+                let prefill: [[String: Tensor]] = width.admits(head.count)
+                    ? [try call(c, head, 0)]
+                    : try head.enumerated().map { try call(c, [$0.element], $0.offset) }
+                let split = RuntimeScenario(calls: prefill + [try call(c, [ids[n - 1]], n - 1)],
+                                            label: "prefill of \(n - 1)\(prefill.count > 1 ? " one by one" : ""), then 1 token at offset \(n - 1)",
+                                            carry: carry)
+                let whole = RuntimeScenario(calls: [try call(c, ids, 0)], label: "one call of \(idsLabel)", carry: carry)
                 let (run, findings) = try RuntimeChecks.sequenceConsistency(function: f, split: split, whole: whole,
-                                                                            output: c.logitsName, binding: binding(1))
+                                                                            output: c.logits, binding: binding(1))
                 d.add(run, findings: findings)
             }
         }

@@ -4,15 +4,26 @@ import Interpreter
 import Passes
 
 /// Calls to make for a runtime check: run in order on fresh (zeroed) states. The caller builds
-/// them (from `--inputs`, or with Generation's `LLMContract.inputs(ids:position:)`), so that this
+/// them (from `--inputs`, or with Generation's `GenerationContract.inputs(ids:position:function:)`), so that this
 /// module needs no knowledge of input contracts.
 public struct RuntimeScenario {
     public var calls: [[String: Tensor]]
     /// What the calls are, for the report (e.g. "prefill of 16 random token ids (seed 0)").
     public var label: String
-    public init(calls: [[String: Tensor]], label: String) {
+    /// Output → input names whose value each call hands to the next (KV caches that are
+    /// plain inputs and outputs, without states); the next call's own value is replaced.
+    public var carry: [String: String]
+    public init(calls: [[String: Tensor]], label: String, carry: [String: String] = [:]) {
         self.calls = calls
         self.label = label
+        self.carry = carry
+    }
+
+    /// Call `i`'s inputs with the values carried from the previous call's `outputs`.
+    func inputs(_ i: Int, after outputs: [String: Tensor]?) -> [String: Tensor] {
+        var x = calls[i]
+        if let outputs { for (o, inp) in carry { if let t = outputs[o] { x[inp] = t } } }
+        return x
     }
 }
 
@@ -145,12 +156,15 @@ public enum RuntimeChecks {
             }
         }
         var outputsNonFinite: [String] = []
-        for (i, inputs) in scenario.calls.enumerated() {
+        var previous: [String: Tensor]?
+        for i in scenario.calls.indices {
             call = i
+            let inputs = scenario.inputs(i, after: previous)
             for v in f.inputs where !v.type.isState {
                 if let t = inputs[v.name] { stats[ObjectIdentifier(v)] = Stats(.tensor(t)) }
             }
             let out = try plan.run(inputs: inputs, states: states)
+            previous = out
             if first != nil {
                 for v in f.outputs { if let t = out[v.name], Stats(.tensor(t))?.nonFinite == true { outputsNonFinite.append(v.name) } }
                 break
@@ -234,13 +248,19 @@ public enum RuntimeChecks {
     public static func sequenceConsistency(function f: Function, split: RuntimeScenario, whole: RuntimeScenario, output: String,
                                            binding: [String: Int]? = nil, tolerance: Float = 1e-3) throws -> (RuntimeRun, [Finding]) {
         let plan = try ExecutionPlan(function: f, precision: .fp32)
-        guard let lastSplit = split.calls.last, let lastWhole = whole.calls.last else {
+        guard !split.calls.isEmpty, !whole.calls.isEmpty else {
             throw InterpreterError.unsupported("sequence check needs at least one call per scenario")
+        }
+        /// Runs every call but the last; returns the last call's inputs.
+        func runHead(_ sc: RuntimeScenario, _ states: [String: StateBuffer]) throws -> [String: Tensor] {
+            var previous: [String: Tensor]?
+            for i in sc.calls.indices.dropLast() { previous = try plan.run(inputs: sc.inputs(i, after: previous), states: states) }
+            return sc.inputs(sc.calls.count - 1, after: previous)
         }
         // 1. split: record every float result of the last call.
         var recorded: [ObjectIdentifier: Tensor] = [:]
         var states = try freshStates(f)
-        for inputs in split.calls.dropLast() { _ = try plan.run(inputs: inputs, states: states) }
+        let lastSplit = try runHead(split, states)
         plan.observer = { op, results in
             guard results.count == op.outputs.count else { return }
             for (v, r) in zip(op.outputs, results) {
@@ -251,7 +271,7 @@ public enum RuntimeChecks {
         plan.observer = nil
         // 2. whole: compare as results come.
         states = try freshStates(f)
-        for inputs in whole.calls.dropLast() { _ = try plan.run(inputs: inputs, states: states) }
+        let lastWhole = try runHead(whole, states)
         var compared = 0
         var firstDiff: (op: Op, value: Value, delta: Float, scale: Float, shape: [Int])?
         plan.observer = { op, results in

@@ -29,50 +29,89 @@ public struct GenerationError: Error, CustomStringConvertible {
     public init(_ d: String) { description = d }
 }
 
-/// Drives a stateful LLM through its own I/O contract (``LLMContract``): builds masks and
-/// positions, prefills the prompt in chunks, decodes one token per call, samples, stops on stop
-/// tokens, and never runs past the context length.
+/// Drives an LLM package through its generation contract (``GenerationContract``): builds the
+/// contract's inputs (token ids, positions, write offset, mask, explicit caches), prefills the
+/// prompt in chunks (the `prefill` function of a prefill/decode pair), decodes one token per
+/// call, samples, stops on stop tokens, and never runs past the context length.
 public final class Generator {
+    /// The session that decodes (for a prefill/decode pair, the `decode` function's).
     public let session: Session
-    public let contract: LLMContract
-    /// Extra constant inputs bound once (e.g. a per-layer embedding table), by name.
+    /// The session that prefills: `session` itself, or the pair's `prefill` function on the
+    /// same states.
+    public let prefillSession: Session
+    public let contract: GenerationContract
+    /// Extra constant inputs bound once (the contract's static inputs), by name.
     public var boundInputs: [String: Tensor] = [:]
     /// Largest prefill chunk (nil: as wide as the graph allows). 1 = token-by-token prefill.
     public var prefillChunk: Int?
+    /// Explicit KV caches (contracts without states): the last call's cache outputs.
+    var caches: [String: Tensor] = [:]
 
-    public init(session: Session) throws {
-        self.session = session
-        contract = try LLMContract(function: session.function)
+    /// - Parameter contract: nil = detected from the session's model and function.
+    /// - Throws: `GenerationError` when no contract fits (one line naming the roles found and
+    ///   missing), `InterpreterError` when the pair's other function cannot be planned.
+    public init(session: Session, contract given: GenerationContract? = nil) throws {
+        let c: GenerationContract
+        if let given { c = given } else {
+            let whole = try? GenerationContract.detect(model: session.model)
+            if let whole, whole.functions.names.contains(session.function.name) { c = whole } else {
+                c = try GenerationContract.detect(function: session.function)
+            }
+        }
+        contract = c
+        switch c.functions {
+        case let .single(f, _):
+            guard f == session.function.name else {
+                throw GenerationError("the contract drives function '\(f)', the session runs '\(session.function.name)'")
+            }
+            self.session = session
+            prefillSession = session
+        case let .prefillDecode(pre, _, dec):
+            func other(_ name: String) throws -> Session {
+                name == session.function.name ? session
+                    : try Session(model: session.model, function: name, precision: session.precision, sharing: session.states,
+                                  int8Activations: session.plan.int8Activations)
+            }
+            self.session = try other(dec)
+            prefillSession = try other(pre)
+        }
     }
+
+    /// Every distinct session (one, or the prefill and decode pair).
+    public var sessions: [Session] { prefillSession === session ? [session] : [prefillSession, session] }
 
     /// Tokens written to the KV cache so far.
     public private(set) var position = 0
 
     public func reset() {
         session.states.reset()
+        caches = [:]
         position = 0
     }
 
-    /// One call: `ids` (at most the chunk width) written at the current position; returns the
-    /// logits row of the last real token. Pads to `width` with token 0 when the graph needs it
-    /// (padding rows are masked from every real row and later overwritten).
-    func step(_ ids: [Int32], width: Int) throws -> [Float] {
-        let n = ids.count, ctx = contract.contextLength
-        guard let w = callWidth(n, padded: width) else {
-            throw GenerationError("context full: \(position) + \(n) tokens (in a call of \(width)) exceed the model's context length \(ctx)")
-        }
+    /// One call of `on`: `ids` written at the current position; returns the logits row of the
+    /// last real token. Pads to `width` with token 0 when the graph needs it (padding rows are
+    /// masked from every real row and later overwritten).
+    func step(_ ids: [Int32], width w: Int, on s: Session) throws -> [Float] {
+        let n = ids.count
         var padded = ids
         padded += [Int32](repeating: 0, count: w - n)
         var inputs = boundInputs
-        for (k, v) in contract.inputs(ids: padded, position: position) { inputs[k] = v }
+        for (k, v) in try contract.inputs(ids: padded, position: position, function: s.function, caches: caches) { inputs[k] = v }
         // Only the last real token's logits are used: compute just that row when the graph allows.
-        let plan = session.plan
-        let oneRow = plan.canSelectRow(of: contract.logitsName)
-        if oneRow { try plan.selectRow(n - 1, of: contract.logitsName) }
-        defer { if oneRow { try? plan.selectRow(nil, of: contract.logitsName) } }
-        let out = try session.predict(inputs)
+        let plan = s.plan, logitsName = contract.logits
+        let oneRow = plan.canSelectRow(of: logitsName)
+        if oneRow { try plan.selectRow(n - 1, of: logitsName) }
+        defer { if oneRow { try? plan.selectRow(nil, of: logitsName) } }
+        var out = try s.predict(inputs)
+        if case let .explicit(pairs) = contract.kv {
+            for p in pairs {
+                guard let t = out.removeValue(forKey: p.output) else { throw GenerationError("model returned no cache output '\(p.output)'") }
+                caches[p.input] = t
+            }
+        }
         defer { plan.recycle(out) }
-        guard let logits = out[contract.logitsName] else { throw GenerationError("model returned no '\(contract.logitsName)'") }
+        guard let logits = out[logitsName] else { throw GenerationError("model returned no '\(logitsName)'") }
         let rows = oneRow ? 1 : w
         guard logits.rank == 3, logits.shape[1] == rows else {
             throw GenerationError("logits have shape \(logits.shape), expected [1, \(rows), vocab]")
@@ -88,18 +127,31 @@ public final class Generator {
     /// model's own): the graph would otherwise fail deep inside its embedding `gather`, after
     /// its own int casts have wrapped the id.
     public func checkVocabulary(_ ids: [Int32]) throws {
-        guard let vocab = contract.vocabularySize(in: session.function), let bad = ids.first(where: { $0 < 0 || Int($0) >= vocab }) else { return }
-        throw GenerationError("token id \(bad) is outside the model's vocabulary (0..<\(vocab), from its \(contract.logitsName) output); is the tokenizer the model's own?")
+        guard let vocab = contract.vocabularySize(in: session.model), let bad = ids.first(where: { $0 < 0 || Int($0) >= vocab }) else { return }
+        throw GenerationError("token id \(bad) is outside the model's vocabulary (0..<\(vocab), from its \(contract.logits) output); is the tokenizer the model's own?")
     }
 
-    /// The width of a call writing `n` tokens at the current position: `width` (padded) when
-    /// it fits in the context, else the narrowest width of at least `n` that the graph accepts
-    /// and that fits; nil when there is none (a fixed-width graph near the end of its context).
-    func callWidth(_ n: Int, padded width: Int) -> Int? {
+    /// The next call for `n` pending tokens: the session, how many tokens it takes and its
+    /// (padded) width; nil when none fits the context left.
+    func nextCall(_ n: Int) -> (session: Session, take: Int, width: Int)? {
         let room = contract.contextLength - position
-        if width <= room { return width }
-        guard n <= room else { return nil }
-        return (n...room).first { contract.accepts(width: $0) }
+        guard n >= 1, room >= 1 else { return nil }
+        switch contract.functions {
+        case let .single(_, width):
+            let (take, w) = GenerationContract.chunk(width, for: n, limit: prefillChunk)
+            if w <= room { return (session, take, w) }
+            guard take <= room else {
+                // Fewer tokens in a narrower call, if the graph takes one.
+                guard let narrow = (1...room).reversed().first(where: { width.admits($0) }) else { return nil }
+                return (session, min(n, narrow), narrow)
+            }
+            guard let fit = (take...room).first(where: { width.admits($0) }) else { return nil }
+            return (session, take, fit)
+        case let .prefillDecode(_, pw, _):
+            let w = pw.widest
+            if n > 1, w <= room, prefillChunk.map({ $0 >= w }) ?? true { return (prefillSession, min(n, w), w) }
+            return (session, 1, 1)
+        }
     }
 
     /// Prefills `ids` (in chunks) and returns the last row's logits.
@@ -109,9 +161,11 @@ public final class Generator {
         var rest = ids[...]
         var last: [Float] = []
         while !rest.isEmpty {
-            let (take, width) = contract.chunk(for: rest.count, limit: prefillChunk)
-            last = try step(Array(rest.prefix(take)), width: width)
-            rest = rest.dropFirst(take)
+            guard let call = nextCall(rest.count) else {
+                throw GenerationError("context full: \(position) + \(rest.count) tokens exceed the model's context length \(contract.contextLength) (or no call width of the graph fits what is left)")
+            }
+            last = try step(Array(rest.prefix(call.take)), width: call.width, on: call.session)
+            rest = rest.dropFirst(call.take)
         }
         return last
     }
@@ -140,7 +194,6 @@ public final class Generator {
         var reason = "max_tokens"
         var steps = 0
         t0 = DispatchTime.now().uptimeNanoseconds
-        let (_, decodeWidth) = contract.chunk(for: 1, limit: 1)
         while generated.count < maxTokens {
             let next = sampler.next(logits, history: history)
             if stop.contains(next) { reason = "stop_token"; break }
@@ -148,8 +201,8 @@ public final class Generator {
             history.append(next)
             if !onToken(next) { reason = "callback"; break }
             if generated.count >= maxTokens { break }
-            if callWidth(1, padded: decodeWidth) == nil { reason = "context_full"; break }
-            logits = try step([next], width: decodeWidth)
+            guard let call = nextCall(1) else { reason = "context_full"; break }
+            logits = try step([next], width: call.width, on: call.session)
             steps += 1
         }
         let decodeSeconds = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9

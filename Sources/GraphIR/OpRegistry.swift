@@ -14,6 +14,21 @@ public enum OpRegistry {
         "non_maximum_suppression": "output count depends on the data",
         "cond": "outputs are those of the taken branch; the declared types are used",
         "while_loop": "outputs are the loop variables; the declared types are used",
+        // Tensor lists: list values, not tensors; the declared types are used.
+        "make_list": "a list value: the declared type is used",
+        "list_write": "a list value: the declared type is used",
+        "list_scatter": "a list value: the declared type is used",
+        "list_read": "the element type of a list: the declared type is used",
+        "list_gather": "the element type of a list: the declared type is used",
+        "list_length": "a scalar int32 (run-time list length)",
+        "upsample_bilinear": "output floor(H·scale) with a float scale: the declared type is used",
+        "upsample_nearest_neighbor": "output floor(H·scale) with a float scale: the declared type is used",
+        "resize": "target sizes may come from a run-time shape tensor: the declared type is used",
+        "crop_resize": "iOS15/16 and iOS17 forms differ in rank: the declared type is used",
+        "random_uniform": "a draw whose shape may come from a run-time tensor: the declared type is used",
+        "random_normal": "a draw whose shape may come from a run-time tensor: the declared type is used",
+        "random_bernoulli": "a draw whose shape may come from a run-time tensor: the declared type is used",
+        "random_categorical": "x.shape[:-1] + [size]: the declared type is used",
         // Compressed constants: their outputs are constants whose type the file states exactly.
         "constexpr_affine_dequantize": "a constant: its declared type is exact",
         "constexpr_blockwise_shift_scale": "a constant: its declared type is exact",
@@ -113,7 +128,8 @@ public enum OpRegistry {
 
         family = .transform
         add(OpSchema("reshape", [x(), req("shape", .integer)]))
-        add(OpSchema("reshape_like", [x(), InputSpec("ref_tensors", variadic: true), req("begins", .integer), req("ends", .integer), req("end_masks", .bool)]))
+        add(OpSchema("reshape_like", [x(), InputSpec("ref_tensors", variadic: true), InputSpec("begins", .integer, variadic: true),
+                                       InputSpec("ends", .integer, variadic: true), InputSpec("end_masks", .bool, variadic: true)]))
         add(OpSchema("transpose", [x(), req("perm", .integer)]))
         add(OpSchema("expand_dims", [x(), req("axes", .integer)]))
         add(OpSchema("squeeze", [x(), opt("axes", .integer)]))
@@ -130,6 +146,10 @@ public enum OpRegistry {
         add(OpSchema("depth_to_space", [x(), req("block_size", .integer)]))
         add(OpSchema("space_to_depth", [x(), req("block_size", .integer)]))
         add(OpSchema("pixel_shuffle", [x(), req("upscale_factor", .integer)]))
+        add(OpSchema("pixel_unshuffle", [x(), req("downscale_factor", .integer)]))
+        add(OpSchema("space_to_batch", [x(), req("block_shape", .integer), req("paddings", .integer)]))
+        add(OpSchema("batch_to_space", [x(), req("block_shape", .integer), req("crops", .integer)]))
+        add(OpSchema("reverse_sequence", [x(), req("lengths", .integer), opt("seq_axis", .integer), opt("batch_axis", .integer)]))
         add(OpSchema("sliding_windows", [x(), req("axis", .integer), req("size", .integer), opt("stride", .integer)]))
 
         family = .indexing
@@ -187,6 +207,49 @@ public enum OpRegistry {
         add(OpSchema("coreml_update_state", [req("state", .state), req("value")], hasSideEffects: true, stateAccess: .write))
         add(OpSchema("slice_update", [x(), req("update"), req("begin", .integer), req("end", .integer), opt("stride", .integer),
                                       opt("begin_mask", .bool), opt("end_mask", .bool), opt("squeeze_mask", .bool)]))
+
+        // Recurrent (iOS15; fp16 iOS17; gru reset_after / input_bias iOS18).
+        add(OpSchema("lstm", [x(.float), req("initial_h", .float), req("initial_c", .float), req("weight_ih", .float), req("weight_hh", .float),
+                              opt("bias", .float), opt("peephole", .float), opt("weight_ih_back", .float), opt("weight_hh_back", .float),
+                              opt("bias_back", .float), opt("peephole_back", .float), opt("direction", .string), opt("output_sequence", .bool),
+                              opt("recurrent_activation", .string), opt("cell_activation", .string), opt("activation", .string), opt("clip", .float)]))
+        add(OpSchema("gru", [x(.float), req("initial_h", .float), req("weight_ih", .float), req("weight_hh", .float), opt("bias", .float),
+                             opt("direction", .string), opt("output_sequence", .bool), opt("recurrent_activation", .string),
+                             opt("activation", .string), opt("reset_after", .bool), opt("input_bias", .float)]))
+        add(OpSchema("rnn", [x(.float), req("initial_h", .float), req("weight_ih", .float), req("weight_hh", .float), opt("bias", .float),
+                             opt("direction", .string), opt("output_sequence", .bool), opt("activation", .string)]))
+
+        // Image resizing (iOS15; crop_resize pad_value and upsample_bilinear half_pixel_centers iOS16;
+        // crop_resize boxes/box_indices and resize iOS17).
+        add(OpSchema("resize_bilinear", [x(.float), opt("target_size_height", .integer), opt("target_size_width", .integer), opt("sampling_mode", .string)]))
+        add(OpSchema("resize_nearest_neighbor", [x(.float), req("target_size_height", .integer), req("target_size_width", .integer)]))
+        add(OpSchema("resize", [x(.numeric), req("shape", .integer), req("resized_dims", .integer), opt("interpolation_mode", .string), opt("sampling_mode", .string)]))
+        add(OpSchema("upsample_bilinear", [x(.float), opt("scale_factor_height", .numeric), opt("scale_factor_width", .numeric), opt("align_corners", .bool),
+                                           opt("half_pixel_centers", .bool)]))
+        add(OpSchema("upsample_nearest_neighbor", [x(.float), opt("scale_factor_height", .numeric), opt("scale_factor_width", .numeric)]))
+        add(OpSchema("crop", [x(.float), req("crop_height", .integer), req("crop_width", .integer)]))
+        add(OpSchema("crop_resize", [x(.float), opt("roi", .float), opt("boxes", .numeric), opt("box_indices", .integer), opt("target_height", .integer),
+                                     opt("target_width", .integer), opt("normalized_coordinates", .bool), opt("spatial_scale", .float),
+                                     opt("box_coordinate_mode", .string), opt("sampling_mode", .string), opt("pad_value", .float)]))
+        add(OpSchema("resample", [x(.float), req("coordinates", .numeric), req("sampling_mode", .string), req("padding_mode", .string),
+                                  req("padding_value", .float), req("coordinates_mode", .string), req("align_corners", .bool)]))
+        add(OpSchema("affine", [x(.float), req("transform_matrix", .float), req("output_height", .integer), req("output_width", .integer),
+                                req("sampling_mode", .string), req("padding_mode", .string), req("padding_value", .float),
+                                req("coordinates_mode", .string), req("align_corners", .bool)]))
+
+        // Random (iOS15).
+        add(OpSchema("random_uniform", [req("shape", .integer), opt("low", .float), opt("high", .float), opt("seed", .integer)]))
+        add(OpSchema("random_normal", [req("shape", .integer), opt("mean", .float), opt("stddev", .float), opt("seed", .integer)]))
+        add(OpSchema("random_bernoulli", [req("shape", .integer), opt("prob", .float), opt("seed", .integer)]))
+        add(OpSchema("random_categorical", [x(.float), opt("mode", .string), opt("size", .integer), opt("seed", .integer)]))
+
+        // Tensor lists (iOS15 control_flow), carried through while_loop.
+        add(OpSchema("make_list", [opt("init_length", .integer), opt("dynamic_length", .bool), InputSpec("elem_shape", optional: true, variadic: true), opt("dtype", .string)]))
+        add(OpSchema("list_length", [req("ls")]))
+        add(OpSchema("list_write", [req("ls"), req("index", .integer), req("value")]))
+        add(OpSchema("list_read", [req("ls"), req("index", .integer)]))
+        add(OpSchema("list_gather", [req("ls"), req("indices", .integer)]))
+        add(OpSchema("list_scatter", [req("ls"), req("indices", .integer), req("value")]))
 
         // Control flow: inputs vary.
         family = .controlFlow

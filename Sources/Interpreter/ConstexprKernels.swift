@@ -12,7 +12,89 @@ enum ConstexprKernels {
         "constexpr_lut_to_dense": lutToDense,
         "constexpr_sparse_to_dense": sparseToDense,
         "constexpr_cast": cast,
+        "constexpr_lut_to_sparse": lutToSparse,
+        "constexpr_sparse_blockwise_shift_scale": sparseBlockwiseShiftScale,
     ]
+
+    /// The dense tensor of a sparse pair: `nonzero` values at the set bits of `mask` (row-major),
+    /// zeros elsewhere (`constexpr_sparse_to_dense.decompress`).
+    static func densify(_ nonzero: Tensor, mask: Tensor, op: String) throws -> Tensor {
+        let bits = mask.bools
+        var j = 0
+        func fill<T>(_ src: [T], _ zero: T) throws -> [T] {
+            var out = [T](repeating: zero, count: bits.count)
+            for i in 0..<bits.count where bits[i] {
+                guard j < src.count else { throw KernelError("\(op): mask has more set bits than nonzero data has values (\(src.count))") }
+                out[i] = src[j]
+                j += 1
+            }
+            return out
+        }
+        let data: TensorData
+        switch nonzero.data {
+        case let .float(a): data = .float(try fill(a, 0))
+        case let .int(a): data = .int(try fill(a, 0))
+        case let .bool(a): data = .bool(try fill(a, false))
+        case .string: throw KernelError("\(op): string data")
+        }
+        return Tensor(dtype: nonzero.dtype, shape: mask.shape, data: data)
+    }
+
+    /// The values of `dense` at the set bits of `mask` (same shape), in row-major order.
+    static func gatherSet(_ dense: Tensor, mask: [Bool]) -> [Float] {
+        let v = dense.floats
+        return (0..<mask.count).compactMap { mask[$0] ? v[$0] : nil }
+    }
+
+    /// MIL iOS18 `constexpr_lut_to_sparse(indices_mask, indices_nonzero_data, lut, vector_axis?)`
+    /// → (`output_mask`, `output_nonzero_data`): the palettized values of a sparse weight, still
+    /// sparse. The indices are densified, looked up as `constexpr_lut_to_dense` does, the mask is
+    /// repeated `lut.shape[-1]` times along `vector_axis` (vector palettization), and the values
+    /// at its set bits are returned — what `constexpr_sparse_to_dense` then consumes.
+    static func lutToSparse(_ inv: KernelInvocation) throws -> [RuntimeValue] {
+        let mask = try inv.tensor("indices_mask")
+        let dense = try densify(try inv.tensor("indices_nonzero_data"), mask: mask, op: "constexpr_lut_to_sparse")
+        guard case let .tensor(values) = try lutToDense(inv.replacing("indices", with: .tensor(dense)))[0] else {
+            throw KernelError("constexpr_lut_to_sparse: lut lookup failed")
+        }
+        var outMask = mask
+        let lut = try inv.tensor("lut")
+        let vsize = lut.shape.last ?? 1
+        if vsize > 1 {
+            var axis = try inv.int("vector_axis", default: 0)
+            if axis < 0 { axis += mask.rank }
+            guard axis >= 0, axis < mask.rank else { throw KernelError("constexpr_lut_to_sparse: vector_axis out of range for rank \(mask.rank)") }
+            let bits = mask.bools, strides = contiguousStrides(mask.shape)
+            var shape = mask.shape
+            shape[axis] *= vsize
+            let ostrides = contiguousStrides(shape)
+            var rep = [Bool](repeating: false, count: bits.count * vsize)
+            for i in 0..<bits.count where bits[i] {
+                var o = 0
+                for a in 0..<mask.rank {
+                    let c = (i / strides[a]) % mask.shape[a]
+                    o += (a == axis ? c * vsize : c) * ostrides[a]
+                }
+                for v in 0..<vsize { rep[o + v * ostrides[axis]] = true }
+            }
+            outMask = Tensor(shape: shape, bools: rep)
+        }
+        let nz = gatherSet(values, mask: outMask.bools)
+        return [.tensor(Tensor(inv.outputDType(0), shape: outMask.shape, ints: outMask.bools.map { $0 ? 1 : 0 })),
+                .tensor(Tensor(inv.outputDType(1), shape: [nz.count], floats: nz))]
+    }
+
+    /// MIL iOS18 `constexpr_sparse_blockwise_shift_scale(data_mask, nonzero_data, scale, offset?)`
+    /// → (`data_mask`, dequantized nonzero values): the data is densified, dequantized as
+    /// `constexpr_blockwise_shift_scale` does, and the values at the set bits returned.
+    static func sparseBlockwiseShiftScale(_ inv: KernelInvocation) throws -> [RuntimeValue] {
+        let mask = try inv.tensor("data_mask")
+        let dense = try densify(try inv.tensor("nonzero_data"), mask: mask, op: "constexpr_sparse_blockwise_shift_scale")
+        let values = try blockwiseShiftScale(inv.replacing("data", with: .tensor(dense)))[0].dense()
+        let nz = gatherSet(values, mask: mask.bools)
+        return [.tensor(Tensor(inv.outputDType(0), shape: mask.shape, ints: mask.bools.map { $0 ? 1 : 0 })),
+                .tensor(Tensor(inv.outputDType(1), shape: [nz.count], floats: nz))]
+    }
 
     /// MIL iOS18 `constexpr_blockwise_shift_scale(data, scale, offset?)`:
     /// `out[i] = scale[i / b] * (data[i] - offset[i / b])`, b = data.shape / scale.shape per axis.

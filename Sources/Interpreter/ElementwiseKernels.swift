@@ -359,9 +359,16 @@ enum EW {
 
     /// The `epsilon` input, or the MIL default held in the dtype of `x` (an fp16 `x` rounds
     /// the default to fp16, so `log`'s 1e-45 is 0 there, as coremltools materializes it).
+    /// In `fp16` precision an op on an fp16 `x` applies an explicit epsilon in fp16 too, as the
+    /// GPU / Neural Engine do: coremltools stores `log`'s 1e-45 as an fp32 const beside an fp16
+    /// `x`, which is 0 on the device, so the log of an underflowed probability is −inf there
+    /// (coremltools#2728). The default fp32 precision keeps the fp32 value (Core ML's CPU path).
     static func epsilon(_ inv: KernelInvocation, default d: Float, input: String = "x") throws -> Float {
-        if inv.has("epsilon") { return try inv.float("epsilon") }
         let dt = (try? inv.tensor(input).dtype) ?? .fp32
+        if inv.has("epsilon") {
+            let e = try inv.float("epsilon")
+            return inv.precision == .fp16 && dt == .fp16 ? Half.toFloat(Half.fromFloat(e)) : e
+        }
         return dt == .fp16 ? Half.toFloat(Half.fromFloat(d)) : d
     }
 

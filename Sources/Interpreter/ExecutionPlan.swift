@@ -16,6 +16,9 @@ import GraphIR
 public final class ExecutionPlan {
     public let function: Function
     public let precision: Precision
+    /// Whether int8-weight products quantize their activations to int8 (see
+    /// ``KernelInvocation/int8Activations``; only in `fp32` precision).
+    public let int8Activations: Bool
     /// Recycled kernel output buffers (see ``BufferPool``); `pool.stats` counts hits and misses.
     public let pool = BufferPool()
     /// Held for the whole of ``run(inputs:states:)`` and ``recycle(_:)``: the pool and the
@@ -118,7 +121,13 @@ public final class ExecutionPlan {
     }
 
     /// When set, time spent per op type (seconds, calls) is accumulated here.
-    public var profile: [String: (seconds: Double, calls: Int)]?
+    public var profile: [String: (seconds: Double, calls: Int)]? {
+        didSet { if profile?.isEmpty ?? true { profileRunSeconds = 0 } }
+    }
+    /// While ``profile`` is set: wall time of whole ``run(inputs:states:)`` calls (input checks,
+    /// step bookkeeping, output conversion and the kernels), so the report can show the share
+    /// spent outside the kernels.
+    public private(set) var profileRunSeconds: Double = 0
 
     /// When set, called after every executed step with its op and results (as stored: fp16-rounded
     /// in `fp16` precision). A fused step reports the op whose outputs it produces; constant ops
@@ -153,19 +162,30 @@ public final class ExecutionPlan {
             out += pad(op, width, left: true) + pad(String(format: "%.4f", v.seconds), 10) + pad("\(v.calls)", 9)
                 + pad(String(format: "%.1f%%", total > 0 ? v.seconds / total * 100 : 0), 8) + "\n"
         }
+        if profileRunSeconds > 0 {
+            let outside = max(0, profileRunSeconds - total)
+            out += String(format: "run calls %.4f s: kernels %.4f s, outside kernels (interpreter) %.4f s = %.1f%%\n",
+                          profileRunSeconds, total, outside, outside / profileRunSeconds * 100)
+        }
         return out
     }
 
     /// Builds the plan.
-    /// - Parameter observing: the op outputs ``valueObserver`` will see. Execution-level
-    ///   fusions (fused attention, in-place KV writes) remove intermediate values; a fusion
-    ///   that would remove an observed value is not applied, so every observed value is
-    ///   reported (`.all` disables those fusions; `.none`, the default, keeps them all).
+    /// - Parameters:
+    ///   - observing: the op outputs ``valueObserver`` will see. Execution-level
+    ///     fusions (fused attention, in-place KV writes) remove intermediate values; a fusion
+    ///     that would remove an observed value is not applied, so every observed value is
+    ///     reported (`.all` disables those fusions; `.none`, the default, keeps them all).
+    ///   - int8Activations: (fp32 precision only; ignored in fp16) lets the products with int8
+    ///     block-quantized weights quantize their activation rows to int8 per block of 32
+    ///     (llama.cpp's Q8_0 × Q8_0; not Core ML's numerics).
     /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
-    public init(function: Function, precision: Precision = .fp32, observing: ObservedValues = .none) throws {
+    public init(function: Function, precision: Precision = .fp32, observing: ObservedValues = .none,
+                int8Activations: Bool = false) throws {
         self.function = function
         self.precision = precision
         self.observing = observing
+        self.int8Activations = int8Activations && precision == .fp32
         var missing = Set<String>()
         inputSlots = function.inputs.map { newSlot($0) }
         try build(function.body, into: root, missing: &missing)
@@ -207,7 +227,7 @@ public final class ExecutionPlan {
         for st in root.steps where st.op.type == "const" && st.outputSlots.count == 1 {
             guard let val = st.op.attribute("val"), case .blob = val.payload, val.type.tensorType?.dtype == .fp16,
                   let r = readers[st.outputSlots[0]], !r.isEmpty,
-                  r.allSatisfy({ $0 == "constexpr_blockwise_shift_scale.scale" || $0 == "gather.x" }) else { continue }
+                  r.allSatisfy({ $0 == "constexpr_blockwise_shift_scale.scale" || $0 == "gather.x" || $0 == "linear.weight" }) else { continue }
             halfViewSlots.insert(st.outputSlots[0])
         }
     }
@@ -325,6 +345,8 @@ public final class ExecutionPlan {
     public func run(inputs: [String: Tensor], states: [String: StateBuffer] = [:]) throws -> [String: Tensor] {
         runLock.lock()
         defer { runLock.unlock() }
+        let runStart = profile != nil ? DispatchTime.now().uptimeNanoseconds : 0
+        defer { if profile != nil { profileRunSeconds += Double(DispatchTime.now().uptimeNanoseconds - runStart) / 1e9 } }
         var slots = [RuntimeValue?](repeating: nil, count: slotCount)
         let known = function.inputs.map(\.name)
         for name in inputs.keys where !known.contains(name) {
@@ -405,7 +427,7 @@ public final class ExecutionPlan {
                     for (_, refs) in step.inputs {
                         for r in refs { flat.append(try resolve(r, slots: slots)) }
                     }
-                    let inv = KernelInvocation(op: step.op, precision: precision, names: step.inputNames,
+                    let inv = KernelInvocation(op: step.op, precision: precision, int8Activations: int8Activations, names: step.inputNames,
                                                bounds: step.inputBounds, flat: flat)
                     if pool.tracking { pool.currentOp = step.op.type }
                     if profile != nil {

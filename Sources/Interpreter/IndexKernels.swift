@@ -35,6 +35,13 @@ enum IndexKernels {
         return i
     }
 
+    /// iOS17 scatter ops (they carry `validate_indices`) take only indices ≥ 0: a negative index
+    /// is out of bounds (MIL op reference, iOS17 `scatter_gather`), so it is refused.
+    static func refuseNegative(_ inv: KernelInvocation, _ ind: Tensor, op: String) throws {
+        guard inv.has("validate_indices"), let v = ind.ints.first(where: { $0 < 0 }) else { return }
+        throw KernelError("\(op): index \(v) is negative; from iOS17 scatter indices must be >= 0")
+    }
+
     /// Runs of `inner` elements of `a` starting at each of `offsets`, concatenated.
     static func collect<T>(_ a: [T], inner: Int, offsets: [Int]) -> [T] {
         let count = offsets.count * inner
@@ -264,6 +271,7 @@ enum IndexKernels {
         let expected = Array(data.shape[..<ax]) + ind.shape + Array(data.shape[(ax + 1)...])
         guard upd.shape == expected else { throw KernelError("scatter: updates shape \(upd.shape), expected \(expected)") }
         let d = data.shape[ax], inner = S.product(data.shape[(ax + 1)...]), outer = S.product(data.shape[..<ax])
+        try refuseNegative(inv, ind, op: "scatter")
         let idx = try ind.ints.map { try wrap($0, d, op: "scatter", axis: ax) }
         var dst: [Int] = [], src: [Int] = []
         dst.reserveCapacity(outer * idx.count); src.reserveCapacity(outer * idx.count)
@@ -286,6 +294,7 @@ enum IndexKernels {
         guard upd.shape == ind.shape else { throw KernelError("scatter_along_axis: updates shape \(upd.shape) differs from indices shape \(ind.shape)") }
         let d = data.shape[ax], inner = S.product(data.shape[(ax + 1)...])
         let n = ind.shape[ax], outer = S.product(data.shape[..<ax])
+        try refuseNegative(inv, ind, op: "scatter_along_axis")
         let raw = ind.ints
         var dst = [Int](repeating: 0, count: raw.count)
         var k = 0
@@ -305,6 +314,7 @@ enum IndexKernels {
     static func scatterND(_ inv: KernelInvocation) throws -> [RuntimeValue] {
         let data = try inv.tensor("data"), ind = try inv.tensor("indices"), upd = try inv.tensor("updates")
         let m = try mode(inv, "scatter_nd")
+        try refuseNegative(inv, ind, op: "scatter_nd")
         let (offsets, inner) = try ndOffsets(shape: data.shape, indices: ind, batchDims: 0, op: "scatter_nd")
         let k = ind.shape[ind.rank - 1]
         let expected = Array(ind.shape.dropLast()) + Array(data.shape[k...])

@@ -7,6 +7,10 @@ import GraphIR
 public struct KernelInvocation {
     public let op: Op
     public let precision: Precision
+    /// Products with int8 block-quantized weights may quantize their activations to int8 per
+    /// block of 32 (``QuantizedGEMM``, `fk_qgemm_nt_q8`): opt-in, off by default (Core ML's CPU
+    /// path keeps fp32 activations).
+    public let int8Activations: Bool
     let names: [String]
     let bounds: [Int]
     let flat: [RuntimeValue]
@@ -21,9 +25,10 @@ public struct KernelInvocation {
         self.init(op: op, precision: precision, names: names, bounds: bounds, flat: flat)
     }
 
-    init(op: Op, precision: Precision, names: [String], bounds: [Int], flat: [RuntimeValue]) {
+    init(op: Op, precision: Precision, int8Activations: Bool = false, names: [String], bounds: [Int], flat: [RuntimeValue]) {
         self.op = op
         self.precision = precision
+        self.int8Activations = int8Activations
         self.names = names
         self.bounds = bounds
         self.flat = flat
@@ -41,7 +46,7 @@ public struct KernelInvocation {
         names.append(name)
         flat.append(value)
         bounds.append(flat.count)
-        return KernelInvocation(op: op, precision: precision, names: names, bounds: bounds, flat: flat)
+        return KernelInvocation(op: op, precision: precision, int8Activations: int8Activations, names: names, bounds: bounds, flat: flat)
     }
 
     @inline(__always)
@@ -128,11 +133,6 @@ public enum KernelRegistry {
         "const": "a value, not a computation: the plan binds it directly",
         "cond": "control flow: the plan runs its blocks (ControlFlow.swift)",
         "while_loop": "control flow: the plan runs its blocks (ControlFlow.swift)",
-        "non_maximum_suppression": "not implemented: output count depends on the data (no conversion recipe in scope emits it)",
-        "quantize": "not implemented yet (issue #12)",
-        "dequantize": "not implemented yet (issue #12); fuse_dequant folds constant dequantize into constexpr ops",
-        "constexpr_lut_to_sparse": "not implemented yet (issue #12)",
-        "constexpr_sparse_blockwise_shift_scale": "not implemented yet (issue #12)",
     ]
 
     /// Every built-in kernel. Each family contributes a table.

@@ -7,5 +7,7 @@ enum KernelFamilies {
         ElementwiseKernels.table, ActivationKernels.table, ReductionKernels.table, NormKernels.table,
         StateKernels.table,
         ShapeKernels.table,
+        RecurrentKernels.table, QuantizationKernels.table, ImageResizeKernels.table,
+        RandomKernels.table, ListKernels.table, DetectionKernels.table,
     ]
 }

@@ -1,4 +1,6 @@
 import CKernels
+import Dispatch
+import Foundation
 import GraphIR
 
 /// Linear algebra and attention: `linear`, `matmul`, `einsum`, `scaled_dot_product_attention`
@@ -29,6 +31,9 @@ enum MatmulKernels {
         let k = x.shape[x.rank - 1]
         let m = x.shape.dropLast().reduce(1, *)
         let weight = try inv.value("weight")
+        if case let .halfBlob(shape, h) = weight, shape.count == 2, shape[1] == k, h.count == shape[0] * k {
+            return try linearHalf(x: x, m: m, k: k, n: shape[0], weight: h, bias: try biasVector(inv.optionalTensor("bias"), shape[0]))
+        }
         let wShape: [Int]
         let quantized: QuantizedTensor?
         if case let .quantized(q) = weight, QuantizedGEMM.layout(q) != nil {
@@ -50,11 +55,56 @@ enum MatmulKernels {
                 try withOptionalBase(bias) { bp in
                     try out.withUnsafeMutableBufferPointer { op in
                         if let q = quantized {
-                            try QuantizedGEMM.nt(m: m, a: xp, lda: k, weight: q, c: op.baseAddress!, ldc: n, bias: bp)
+                            try QuantizedGEMM.nt(m: m, a: xp, lda: k, weight: q, c: op.baseAddress!, ldc: n, bias: bp,
+                                                 int8Activations: inv.int8Activations)
                         } else {
                             let w = try weight.dense().floats
                             withBase(w) { wp in
                                 GEMM.nt(m: m, n: n, k: k, a: xp, lda: k, b: wp, ldb: k, c: op.baseAddress!, ldc: n, bias: bp)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return [.tensor(Tensor(floatDType(x.dtype), shape: Array(x.shape.dropLast()) + [n], floats: out))]
+    }
+
+    /// `linear` whose weight is an fp16 view of the weight file (``RuntimeValue/halfBlob``):
+    /// up to 8 rows through `fk_linear_half` (the fp16 bytes read once, widened as read; output
+    /// columns split across threads), more rows widen the weight once into a pooled buffer and
+    /// run the fp32 GEMM. Widening is exact, so both compute with the same weight values.
+    static func linearHalf(x: Tensor, m: Int, k: Int, n: Int, weight h: HalfBuffer, bias: [Float]?) throws -> [RuntimeValue] {
+        var out = BufferPool.zeros(m * n)
+        let xs = x.floats
+        if m > 0, n > 0, k > 0 {
+            if m > 8 {
+                var w: [Float] = BufferPool.uninitialized(n * k)
+                h.withUnsafeBufferPointer { hp in w.withUnsafeMutableBufferPointer { fk_half_to_float(hp.baseAddress!, $0.baseAddress!, n * k) } }
+                try withBase(xs) { xp in
+                    try withOptionalBase(bias) { bp in
+                        w.withUnsafeBufferPointer { wp in
+                            out.withUnsafeMutableBufferPointer { op in
+                                GEMM.nt(m: m, n: n, k: k, a: xp, lda: k, b: wp.baseAddress!, ldb: k, c: op.baseAddress!, ldc: n, bias: bp)
+                            }
+                        }
+                    }
+                }
+
+            } else {
+                let threads = max(1, ProcessInfo.processInfo.activeProcessorCount)
+                let chunks = n >= 256 ? threads * 4 : 1
+                try withBase(xs) { xp in
+                    try withOptionalBase(bias) { bp in
+                        h.withUnsafeBufferPointer { hp in
+                            out.withUnsafeMutableBufferPointer { op in
+                                let c = UnsafeMutablePointer(op.baseAddress!), w = hp.baseAddress!
+                                DispatchQueue.concurrentPerform(iterations: chunks) { t in
+                                    let j0 = n * t / chunks, j1 = n * (t + 1) / chunks
+                                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: m > 1 ? k : 1)
+                                    defer { scratch.deallocate() }
+                                    fk_linear_half(m, n, k, xp, w, bp, c, j0, j1, scratch)
+                                }
                             }
                         }
                     }
@@ -146,7 +196,7 @@ enum MatmulKernels {
                     // Rank-2 weight: no y batch; each x matrix against it (x batch rows stacked when contiguous).
                     let rows = batch.count * m
                     if yNT {
-                        try QuantizedGEMM.nt(m: rows, a: xp, lda: k, weight: q, c: cp, ldc: n)
+                        try QuantizedGEMM.nt(m: rows, a: xp, lda: k, weight: q, c: cp, ldc: n, int8Activations: inv.int8Activations)
                     } else {
                         try QuantizedGEMM.nn(m: rows, a: xp, lda: k, weight: q, c: cp, ldc: n)
                     }

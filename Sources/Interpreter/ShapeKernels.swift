@@ -39,6 +39,7 @@ enum ShapeKernels {
             "one_hot": oneHot,
         ]
         for (k, v) in IndexKernels.table { t[k] = v }
+        for (k, v) in spaceTable { t[k] = v }
         return t
     }()
 

@@ -53,7 +53,8 @@ public struct ConstElimination: FunctionPass {
     /// The folded outputs of `op`, or nil when it cannot or should not be folded.
     func foldable(_ op: Op, constOf: [ObjectIdentifier: ConstValue]) throws -> [(Value, ConstValue)]? {
         guard let schema = OpRegistry.schema(op.type), !schema.isConstant, !schema.hasSideEffects,
-              !schema.isControlFlow, !op.outputs.isEmpty, op.blocks.isEmpty else { return nil }
+              !schema.isControlFlow, !op.outputs.isEmpty, op.blocks.isEmpty,
+              !op.type.hasPrefix("random_") else { return nil }   // a draw is not a constant
         // shape(x) with a static x.
         if op.type == "shape", let x = op.operand("x")?.type.tensorType, let shape = x.fixedShape,
            let outType = op.outputs[0].type.tensorType {

@@ -86,6 +86,7 @@ public struct LowerSliceUpdate: FunctionPass {
             return .unknown
         case "expand_dims":
             guard i == 0, let x = p.operand("x")?.value, x.type.tensorType?.rank == 0 else { return .unknown }
+            if let t = constTensor(x), t.ints.count == 1 { return .constant(Int(t.ints[0])) }
             return .runtime(x, lengthOne: false)
         case "stack":
             // stack(values = (a, b, c, …), axis = 0) of rank-0 values: element i is values[i].
@@ -104,33 +105,51 @@ public struct LowerSliceUpdate: FunctionPass {
     static func pattern(_ op: Op, _ ctx: RewriteContext) throws -> Bool {
         guard op.type == "slice_update",
               let x = op.operand("x")?.value, let xt = x.type.tensorType, let shape = xt.fixedShape,
-              let update = op.operand("update")?.value, let ut = update.type.tensorType, ut.rank == xt.rank,
+              let update = op.operand("update")?.value, let ut = update.type.tensorType,
               let begin = op.operand("begin")?.value, let end = op.operand("end")?.value,
-              constTensor(end) == nil  // the end index is computed at run time
+              constTensor(end) == nil || constTensor(begin) == nil  // a bound computed at run time
         else { return false }
         let r = shape.count
         if let stride = op.operand("stride") {
             guard let s = constTensor(stride)?.ints, s.allSatisfy({ $0 == 1 }) else { return false }
         }
-        if let sq = op.operand("squeeze_mask") {
-            guard let s = constTensor(sq)?.bools, !s.contains(true) else { return false }
-        }
+        let squeezeMask = op.operand("squeeze_mask").map { constTensor($0)?.bools } ?? [Bool](repeating: false, count: r)
         let beginMask = op.operand("begin_mask").map { constTensor($0)?.bools } ?? [Bool](repeating: false, count: r)
         let endMask = op.operand("end_mask").map { constTensor($0)?.bools } ?? [Bool](repeating: false, count: r)
-        guard let bm = beginMask, let em = endMask, bm.count == r, em.count == r else { return false }
-        // Every axis but one must be taken whole.
+        guard let bm = beginMask, let em = endMask, let sm = squeezeMask, bm.count == r, em.count == r, sm.count == r,
+              ut.rank == r - sm.filter({ $0 }).count else { return false }
+        // One axis written at a run-time offset; every other axis taken whole, or a constant
+        // window / index (squeezed) — those are cut out first and written back after.
         var axis: Int?
+        var window: [(begin: Int, end: Int)] = []
+        var partial = false
+        var updateAxis = 0
+        var kUpdate = 0
         for a in 0..<r {
             let b = bm[a] ? Element.constant(0) : element(begin, a)
             let e = em[a] ? Element.constant(shape[a]) : element(end, a)
-            var whole = false
-            if case .constant(0) = b, case let .constant(ev) = e, ev == shape[a] || ev == 0 && em[a] { whole = true }
-            if whole {
-                guard ut.shape[a].fixedValue.map({ $0 == shape[a] }) ?? true else { return false }
+            if sm[a] {
+                guard case var .constant(c) = b else { return false }
+                if c < 0 { c += shape[a] }
+                guard c >= 0, c < shape[a] else { return false }
+                window.append((c, c + 1)); partial = true
+                continue
+            }
+            defer { updateAxis += 1 }
+            if case var .constant(bv) = b, case var .constant(ev) = e {
+                if em[a] { ev = shape[a] }
+                if bv < 0 { bv += shape[a] }
+                if ev < 0 { ev += shape[a] }
+                guard bv >= 0, ev <= shape[a], ev > bv else { return false }
+                if bv != 0 || ev != shape[a] { partial = true }
+                guard ut.shape[updateAxis].fixedValue.map({ $0 == ev - bv }) ?? true else { return false }
+                window.append((bv, ev))
                 continue
             }
             guard axis == nil else { return false }
             axis = a
+            kUpdate = updateAxis
+            window.append((0, shape[a]))
         }
         guard let k = axis else { return false }
         // begin[k] as an int32 scalar.
@@ -169,41 +188,72 @@ public struct LowerSliceUpdate: FunctionPass {
         }
         // S = update.shape[k].
         let rows: Value
-        if let s = ut.shape[k].fixedValue {
+        if let s = ut.shape[kUpdate].fixedValue {
             rows = const("\(op.name)_rows", .scalar(Int32(s)), scalarInt)
         } else {
             let sh = Op(type: "shape", inputs: [OpInput(name: "x", operands: [.value(update)])],
-                        outputs: [Value(name: ctx.names.fresh("\(op.name)_update_shape"), type: .tensor(.int32, [r]))])
-            let g = Op(type: "gather", inputs: [OpInput(name: "x", operands: [.value(sh.outputs[0])]), OpInput(name: "indices", operands: [.value(kConst)]),
+                        outputs: [Value(name: ctx.names.fresh("\(op.name)_update_shape"), type: .tensor(.int32, [ut.rank]))])
+            let kUpdateConst = const("\(op.name)_update_axis", .scalar(Int32(kUpdate)), scalarInt)
+            let g = Op(type: "gather", inputs: [OpInput(name: "x", operands: [.value(sh.outputs[0])]), OpInput(name: "indices", operands: [.value(kUpdateConst)]),
                                                 OpInput(name: "axis", operands: [.value(zero)])],
                        outputs: [Value(name: ctx.names.fresh("\(op.name)_rows"), type: .tensor(scalarInt))])
             newOps += [sh, g]
             rows = g.outputs[0]
         }
-        let window = ut.shape[k].fixedValue.map { Dim.fixed($0) } ?? .unknown
+        let windowDim = ut.shape[kUpdate].fixedValue.map { Dim.fixed($0) } ?? .unknown
         let range = Op(type: "range_1d", inputs: [OpInput(name: "end", operands: [.value(rows)]), OpInput(name: "start", operands: [.value(zero)]),
                                                   OpInput(name: "step", operands: [.value(one)])],
-                       outputs: [Value(name: ctx.names.fresh("\(op.name)_window"), type: .tensor(TensorType(.int32, [window])))])
+                       outputs: [Value(name: ctx.names.fresh("\(op.name)_window"), type: .tensor(TensorType(.int32, [windowDim])))])
         let idx = Op(type: "add", inputs: [OpInput(name: "x", operands: [.value(range.outputs[0])]), OpInput(name: "y", operands: [.value(offset)])],
-                     outputs: [Value(name: ctx.names.fresh("\(op.name)_indices"), type: .tensor(TensorType(.int32, [window])))])
+                     outputs: [Value(name: ctx.names.fresh("\(op.name)_indices"), type: .tensor(TensorType(.int32, [windowDim])))])
         let mode = const("\(op.name)_mode", Tensor(dtype: .string, shape: [], data: .string(["update"])), TensorType(.string, []))
         let validate = const("\(op.name)_validate_indices", Tensor(shape: [], bools: [false]), TensorType(.bool, []))
         newOps += [range, idx]
         let out = op.outputs[0]
+        // The tensor scattered into: x, or the constant window of x around the written axis.
+        var data = x
+        var windowBegin: Value?, windowEnd: Value?, squeeze: Value?
+        if partial {
+            let wb = window.map { Int32($0.begin) }, we = window.map { Int32($0.end) }
+            windowBegin = const("\(op.name)_window_begin", Tensor(.int32, shape: [r], ints: wb), TensorType(.int32, fixed: [r]))
+            windowEnd = const("\(op.name)_window_end", Tensor(.int32, shape: [r], ints: we), TensorType(.int32, fixed: [r]))
+            squeeze = const("\(op.name)_window_squeeze", Tensor(shape: [r], bools: sm), TensorType(.bool, fixed: [r]))
+            var subShape: [Int] = []
+            for a in 0..<r where !sm[a] { subShape.append(window[a].end - window[a].begin) }
+            let sub = Op(type: "slice_by_index",
+                         inputs: [OpInput(name: "x", operands: [.value(x)]), OpInput(name: "begin", operands: [.value(windowBegin!)]),
+                                  OpInput(name: "end", operands: [.value(windowEnd!)]), OpInput(name: "squeeze_mask", operands: [.value(squeeze!)])],
+                         outputs: [Value(name: ctx.names.fresh("\(op.name)_window_old"), type: .tensor(TensorType(xt.dtype, fixed: subShape)))])
+            newOps.append(sub)
+            data = sub.outputs[0]
+        }
+        let scatterAxis = partial ? const("\(op.name)_window_axis", .scalar(Int32(kUpdate)), scalarInt) : kConst
         let scatter = Op(type: "scatter",
-                         inputs: [OpInput(name: "data", operands: [.value(x)]), OpInput(name: "indices", operands: [.value(idx.outputs[0])]),
-                                  OpInput(name: "updates", operands: [.value(update)]), OpInput(name: "axis", operands: [.value(kConst)]),
+                         inputs: [OpInput(name: "data", operands: [.value(data)]), OpInput(name: "indices", operands: [.value(idx.outputs[0])]),
+                                  OpInput(name: "updates", operands: [.value(update)]), OpInput(name: "axis", operands: [.value(scatterAxis)]),
                                   OpInput(name: "mode", operands: [.value(mode)]), OpInput(name: "validate_indices", operands: [.value(validate)])],
-                         outputs: [Value(name: out.name + "_scatter", type: out.type)],
-                         attributes: [Attribute(name: "name", value: .string(op.name))])
+                         outputs: [Value(name: partial ? ctx.names.fresh("\(op.name)_window_new") : out.name + "_scatter", type: partial ? data.type : out.type)],
+                         attributes: [Attribute(name: "name", value: .string(partial ? ctx.names.fresh("\(op.name)_window_scatter") : op.name))])
         newOps.append(scatter)
+        var result = scatter
+        if partial {
+            // Written back with constant bounds: a static slice_update.
+            let back = Op(type: "slice_update",
+                          inputs: [OpInput(name: "x", operands: [.value(x)]), OpInput(name: "update", operands: [.value(scatter.outputs[0])]),
+                                   OpInput(name: "begin", operands: [.value(windowBegin!)]), OpInput(name: "end", operands: [.value(windowEnd!)]),
+                                   OpInput(name: "squeeze_mask", operands: [.value(squeeze!)])],
+                          outputs: [Value(name: out.name + "_scatter", type: out.type)],
+                          attributes: [Attribute(name: "name", value: .string(op.name))])
+            newOps.append(back)
+            result = back
+        }
         for n in newOps where n.attribute("name") == nil {
             n.attributes.append(Attribute(name: "name", value: .string(n.outputs[0].name)))
         }
         for n in newOps { ctx.insert(n, before: op) }
-        ctx.replaceAllUses(of: out, with: scatter.outputs[0])
+        ctx.replaceAllUses(of: out, with: result.outputs[0])
         ctx.erase(op)
-        scatter.outputs[0].name = out.name
+        result.outputs[0].name = out.name
         return true
     }
 }

@@ -14,6 +14,12 @@ public enum PassRegistry {
         InsertStateOutputCopy.self,
         FP16SafeRMSNorm.self,
         ClampFP16Constants.self,
+        WidenGatherIndex.self,
+        ExactRMSNorm.self,
+        LogSoftmaxStable.self,
+        PadSliceUpdate.self,
+        SplitRank0ExpandDims.self,
+        SpecializeSequence.self,
     ]
 
     public static func pass(named name: String) -> Pass.Type? {

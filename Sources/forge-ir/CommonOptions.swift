@@ -10,6 +10,8 @@ enum CommonOptions {
                                         range: 1...256)
     static let function = OptionSpec.option("function", value: "name", "Function to use (default: the model's default function).")
     static let json = OptionSpec.flag("json", "Print the result as JSON.")
+    static let int8Activations = OptionSpec.flag("int8-activations",
+        "Quantize activations to int8 per block of 32 in int8-weight products (llama.cpp Q8_0 style; not Core ML's numerics).")
     static let maxMemory = OptionSpec.option(
         "max-memory", value: "bytes",
         "Largest allocation from sizes a file declares (e.g. 4G, 512M; default: half of RAM).")

@@ -4,7 +4,7 @@ import Interpreter
 import Generation
 
 /// The calls `forge-ir compare` makes: from `--inputs`, from the reference's recorded inputs,
-/// a generated prefill (+ decode calls) for stateful LLM packages (Generation's `LLMContract`),
+/// a generated prefill (+ decode calls) for stateful LLM packages (Generation's `GenerationContract`; caches as explicit inputs are not carried, so those packages get random arrays),
 /// or random arrays generated from the function's input types.
 enum CompareInputs {
     typealias Call = (inputs: [String: Tensor], label: String)
@@ -17,10 +17,11 @@ enum CompareInputs {
     /// with states carried): floats uniform in [-1, 1), integers in 0..<8, bools fair; a
     /// flexible dimension takes its RangeDim lower bound (at least 1) or its first enumerated size.
     static func generated(_ f: Function, seed: UInt64, length: Int, decodeSteps: Int) throws -> [Call] {
-        if let c = try? LLMContract(function: f), c.extraInputs.isEmpty {
-            let vocab = c.vocabularySize(in: f) ?? 32000
+        if let c = try? GenerationContract.detect(function: f), c.staticInputs.isEmpty, !{ if case .explicit = c.kv { return true } else { return false } }() {
+            let vocab = f.outputs.first { $0.name == c.logits }?.type.tensorType?.shape.last?.fixedValue ?? 32000
             var n = min(length, c.contextLength - decodeSteps)
-            switch c.width {
+            let width = c.prefill.width
+            switch width {
             case let .range(lo, hi): n = min(max(n, lo), hi)
             case let .enumerated(sizes): n = sizes.filter { $0 <= n }.max() ?? sizes.min() ?? 1
             case let .fixed(w): n = w
@@ -28,14 +29,14 @@ enum CompareInputs {
             guard n >= 1, n + decodeSteps <= c.contextLength else {
                 throw CompareCLIError("a prefill of \(n) tokens and \(decodeSteps) decode steps do not fit the context of \(c.contextLength)")
             }
-            guard decodeSteps == 0 || c.admits(width: 1) else {
-                throw CompareCLIError("--decode-steps: function '\(f.name)' takes no single-token calls (input_ids \(c.width))")
+            guard decodeSteps == 0 || width.admits(1) else {
+                throw CompareCLIError("--decode-steps: function '\(f.name)' takes no single-token calls (\(c.tokenIDs) \(width))")
             }
             var g = SplitMix64(seed: seed)   // the same ids as diagnose's generated prompts
             let ids = (0..<(n + decodeSteps)).map { _ in Int32(g.next() % UInt64(max(vocab, 1))) }
-            var calls: [Call] = [(c.inputs(ids: Array(ids[0..<n]), position: 0), "prefill of \(n) random token ids (seed \(seed))")]
+            var calls: [Call] = [(try c.inputs(ids: Array(ids[0..<n]), position: 0, function: f), "prefill of \(n) random token ids (seed \(seed))")]
             for s in 0..<decodeSteps {
-                calls.append((c.inputs(ids: [ids[n + s]], position: n + s), "decode step \(s + 1) (token \(ids[n + s]) at position \(n + s))"))
+                calls.append((try c.inputs(ids: [ids[n + s]], position: n + s, function: f), "decode step \(s + 1) (token \(ids[n + s]) at position \(n + s))"))
             }
             return calls
         }

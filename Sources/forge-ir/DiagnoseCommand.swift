@@ -3,6 +3,7 @@ import GraphIR
 import Interpreter
 import Passes
 import Diagnostics
+import Generation
 
 /// `forge-ir diagnose MODEL [--seq 1,16,2048] [--function NAME] [--precision fp16] [--inputs F.npz]
 /// [--prompt-ids 1,2,3] [--dynamic] [--json]`
@@ -27,6 +28,7 @@ enum DiagnoseCommand: Command {
                      range: 0...Int(Int32.max)),
             CommonOptions.threads,
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
+            ContractOption.option,
             .flag("json", "Machine-readable findings (schema in the README)."),
             CommonOptions.maxMemory,
         ],
@@ -35,8 +37,8 @@ enum DiagnoseCommand: Command {
         symbol (dimensions the graph forces equal share one), then the function is evaluated
         at each size and the first op whose shapes are invalid is reported.
         --precision fp16 and --dynamic run the interpreter: on --inputs, or, for a function with
-        the stateful LLM contract (input_ids, causal_mask, position_ids, cache_offset, KV states),
-        on generated calls from fresh states (a prefill of N = min(16, widest call) tokens).
+        a generation contract (detected, see dump --summary, or --contract FILE.json), on
+        generated calls from fresh states (a prefill of N = min(16, widest call) tokens).
         Exit status: 0 when no error-severity finding, 1 otherwise.
         """
     )
@@ -56,6 +58,7 @@ enum DiagnoseCommand: Command {
         request.fp16 = args.precision == .fp16
         request.dynamic = args.flag("dynamic")
         request.promptIDs = args.ints("prompt-ids").map { $0.map { Int32($0) } }
+        if args.value("contract") != nil { request.contract = try ContractOption.contract(args, model: model) }
         if let npz = args.value("inputs") {
             guard request.fp16 else { throw UsageError(message: "--inputs is for the fp16 run: add --precision fp16") }
             request.inputs = try NPZ.read(path: npz)
@@ -66,6 +69,10 @@ enum DiagnoseCommand: Command {
             var names = functions ?? model.program.functions.map(\.name)
             if request.inputs != nil, functions == nil { names = [model.defaultFunctionName] }
             try DiagnoseRuntime.run(request, model: model, functions: names, into: &d)
+        }
+        if !request.fp16 && !request.dynamic,
+           model.program.functions.contains(where: { f in (functions?.contains(f.name) ?? true) && (try? GenerationContract.detect(function: f)) != nil }) {
+            d.hints.append("stateful LLM: add --dynamic (S=1 after a prefill against one call) and --precision fp16 (fp16 overflow) to check it at run time")
         }
         if args.flag("json") {
             Console.out(d.json(modelPath: path).render(pretty: true) + "\n")

@@ -1,4 +1,5 @@
 import GraphIR
+import Generation
 
 /// `forge-ir dump MODEL [--function NAME] [--summary] [--json] [--mil]`
 enum DumpCommand: Command {
@@ -8,7 +9,7 @@ enum DumpCommand: Command {
         positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
             .option("function", value: "name", "Only this function (default: every function)."),
-            .flag("summary", "Op counts, parameters per dtype and state bytes instead of MIL text."),
+            .flag("summary", "Op counts, parameters per dtype, state bytes and the generation contract instead of MIL text."),
             .flag("json", "Machine-readable description (with --summary: plus a \"summary\" object)."),
             .flag("mil", "Only the MIL text, nothing elided: the model.mil of a compiled model (read back by .mlmodelc loading)."),
             CommonOptions.maxMemory,
@@ -35,8 +36,16 @@ enum DumpCommand: Command {
             return ExitCode.ok
         }
 
+        let contract = Result { try GenerationContract.detect(model: model, function: only) }
         if args.flag("json") {
-            let json = DescriptionJSON.json(model, function: only, summary: args.flag("summary"))
+            var json = DescriptionJSON.json(model, function: only, summary: args.flag("summary"))
+            if args.flag("summary"), case var .object(o) = json {
+                switch contract {
+                case let .success(c): o["generation_contract"] = c.json
+                case let .failure(e): o["generation_contract"] = .null; o["generation_contract_error"] = .string("\(e)")
+                }
+                json = .object(o)
+            }
             Console.out(json.render(pretty: true) + "\n")
             return ExitCode.ok
         }
@@ -44,6 +53,15 @@ enum DumpCommand: Command {
         var out = DescriptionText.model(model, path: path, only: only)
         if args.flag("summary") {
             out += "\n" + summaryText(ModelSummary(model), only: only)
+            switch contract {
+            case let .success(c): out += "\n" + c.summaryLines.joined(separator: "\n") + "\n"
+            case let .failure(e):
+                // Only for packages that look like LLMs (states, or an int [1, S] input).
+                let f = model.program.function(named: only ?? model.defaultFunctionName)
+                if let f, !f.stateInputs.isEmpty || f.inputs.contains(where: { $0.type.tensorType.map { $0.dtype.isInteger && $0.rank == 2 } ?? false }) {
+                    out += "\ngeneration contract: none (\(e))\n"
+                }
+            }
         } else {
             out += "\n" + MILPrinter.print(model, function: only)
         }

@@ -12,7 +12,7 @@ enum GenerateCommand: Command {
     static let spec = CommandSpec(
         name: "generate",
         summary: "Generate text with a stateful LLM package through its own input contract.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of a stateful LLM (input_ids, causal_mask, position_ids, cache_offset → logits).")],
+        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of an LLM (its generation contract is detected; see dump --summary).")],
         options: [
             .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer.json, or its folder (its tokenizer_config.json is read too)."),
             .option("prompt", value: "text", "Raw prompt text (no template)."),
@@ -32,7 +32,9 @@ enum GenerateCommand: Command {
             .intList("stop-ids", value: "1,2", "Extra token ids that stop generation.", range: 0...Int(Int32.max)),
             .int("prefill-chunk", "Largest prefill call (1 = token by token; default: the graph's widest).", range: 1...Int.max),
             CommonOptions.function,
+            ContractOption.option,
             CommonOptions.precision,
+            CommonOptions.int8Activations,
             CommonOptions.threads,
             .flag("print-prompt", "Print the prompt (the rendered chat template text; ids for --prompt-ids) and exit without running the model."),
             .flag("hide-reasoning", "Leave the reasoning span (Gemma 4's thought channel, <think>…</think>) out of the printed text."),
@@ -131,13 +133,9 @@ enum GenerateCommand: Command {
         }
 
         let model = try ModelLoader.load(path: path)
-        let session = try Session(model: model, function: args.value("function"), precision: precision)
-        let generator = try Generator(session: session)
-        if args.flag("profile") { session.plan.profile = [:] }
+        let generator = try ContractOption.generator(args, model: model, precision: precision)
+        if args.flag("profile") { for s in generator.sessions { s.plan.profile = [:] } }
         if let n = args.int("prefill-chunk") { generator.prefillChunk = n }
-        for extra in generator.contract.extraInputs {
-            throw InterpreterError.unsupported("function '\(session.function.name)' also takes input '\(extra.name)' (\(extra.type)); bind it with forge-ir's library API (Generator.boundInputs)")
-        }
         let json = args.flag("json")
         var stream = text?.streamingDecoder()
         var printer = ReasoningPrinter(hide: args.flag("hide-reasoning"))
@@ -192,7 +190,12 @@ enum GenerateCommand: Command {
             Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
         }
         Console.err(summary + "\n")
-        if args.flag("profile") { Console.err(session.plan.profileReport()) }
+        if args.flag("profile") {
+            for s in generator.sessions {
+                if generator.sessions.count > 1 { Console.err("function \(s.function.name):\n") }
+                Console.err(s.plan.profileReport())
+            }
+        }
         return ExitCode.ok
     }
 }

@@ -2,8 +2,12 @@ import Foundation
 import GraphIR
 import Passes
 
-/// `forge-ir optimize IN -o OUT [--pipeline NAME | --passes a,b,c] [--print-ir-after-all]
+/// `forge-ir optimize IN -o OUT [--fix] [--passes a,b,c] [--pipeline NAME] [--print-ir-after-all]
 /// [--print-ir-after-change] [--time-passes] [--json]`
+///
+/// Passes run in this order: the fix passes `diagnose` proposes for the model (`--fix`), then
+/// `--passes`, then `--pipeline` (default: `default`; with `--fix` or `--passes` alone:
+/// none, resp. `cleanup` after `--fix`).
 enum OptimizeCommand: Command {
     static let spec = CommandSpec(
         name: "optimize",
@@ -11,8 +15,10 @@ enum OptimizeCommand: Command {
         positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
         options: [
             .option("o", value: "out.mlpackage", "Where to write the optimized package (required)."),
-            .option("pipeline", value: "name", "default | cleanup | empty (default: default)."),
-            .option("passes", value: "a,b,c", "Run exactly these passes, in order (instead of --pipeline)."),
+            .option("pipeline", value: "name", "default | cleanup | empty (default: default; after --passes: none; after --fix: cleanup)."),
+            .option("passes", value: "a,b,c", "Run these passes, in order (before --pipeline when both are given)."),
+            .flag("fix", "Apply every fix pass diagnose proposes for this model, then the cleanup pipeline; print what was fixed."),
+            .option("pass-option", value: "pass.key=value", "An option of a pass, e.g. specialize_sequence.sizes=1,16,64 (repeatable)."),
             .flag("list-passes", "List every pass and pipeline, then exit (no model needed).", standalone: true),
             .flag("print-ir-after-all", "Print the MIL after every pass (stderr)."),
             .flag("print-ir-after-change", "Print the MIL after every pass that changed it (stderr)."),
@@ -24,6 +30,10 @@ enum OptimizeCommand: Command {
         discussion: """
         Prints a table of op counts before and after, like onnx-simplifier. The verifier runs
         after every pass; the output is written to a temporary folder and renamed into place.
+        --fix runs diagnose first and applies the fix pass of every finding that has one
+        (e.g. lower_slice_update, widen_gather_index, exact_rms_norm), then --passes, then the
+        pipeline (cleanup unless --pipeline says otherwise), and lists the findings fixed and
+        those left.
         An existing -o is replaced only when it is an .mlpackage forge-ir recognises (nothing
         but Manifest.json and the items it lists); anything else needs --force. Temporary
         folders left by a killed run (<out>.tmp-*, <out>.old-*) are cleaned up by the next one.
@@ -48,24 +58,41 @@ enum OptimizeCommand: Command {
         guard output.hasSuffix(".mlpackage") || output.hasSuffix(".mlpackage/") else {
             throw UsageError(message: "-o \(output): the result is an ML Program package; name it <name>.mlpackage")
         }
-        let passes: [Pass.Type]
+        var listed: [Pass.Type] = []
         if let list = args.value("passes") {
-            if args.value("pipeline") != nil {
-                throw UsageError(message: "give either --pipeline or --passes, not both")
-            }
             do {
-                passes = try PassRegistry.passes(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+                listed = try PassRegistry.passes(list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
             } catch {
                 throw UsageError(message: "\(error)")
             }
-        } else {
-            let name = args.value("pipeline") ?? "default"
-            guard let p = Pipelines.pipeline(named: name) else {
-                throw UsageError(message: "unknown pipeline '\(name)' (pipelines: \(Pipelines.names.joined(separator: ", ")))")
+        }
+        let fix = args.flag("fix")
+        var pipeline: [Pass.Type] = []
+        let pipelineName = args.value("pipeline") ?? (fix ? "cleanup" : args.value("passes") != nil ? "empty" : "default")
+        guard let p = Pipelines.pipeline(named: pipelineName) else {
+            throw UsageError(message: "unknown pipeline '\(pipelineName)' (pipelines: \(Pipelines.names.joined(separator: ", ")))")
+        }
+        pipeline = p
+        for o in args.values(of: "pass-option") {
+            guard let eq = o.firstIndex(of: "="), o[..<eq].contains("."), PassRegistry.pass(named: String(o[..<eq].split(separator: ".")[0])) != nil else {
+                throw UsageError(message: "--pass-option takes <pass>.<key>=<value> of a known pass, got '\(o)'")
             }
-            passes = p
+            PassOptions.values[String(o[..<eq])] = String(o[o.index(after: eq)...])
         }
         let model = try ModelLoader.load(path: input)
+        var fixes: [Pass.Type] = []
+        var fixedFor: [String: [String]] = [:]   // pass -> finding codes
+        var diagnosed: Diagnosis?
+        if fix {
+            let d = Diagnoser.diagnose(model)
+            diagnosed = d
+            for name in FixPlan.passes(for: d) {
+                guard let pass = PassRegistry.pass(named: name) else { continue }
+                fixes.append(pass)
+                fixedFor[name] = Array(Set(d.findings.filter { $0.fixPass == name }.map(\.code))).sorted()
+            }
+        }
+        let passes = fixes + listed + pipeline
         let before = opCounts(model)
         var options = PassManager.Options()
         options.printIRAfterAll = args.flag("print-ir-after-all")
@@ -93,6 +120,9 @@ enum OptimizeCommand: Command {
             ])
             Console.out(json.render(pretty: true) + "\n")
         } else {
+            if let diagnosed {
+                Console.out(FixPlan.report(before: diagnosed, after: Diagnoser.diagnose(model), applied: fixes.map { $0.name }, fixedFor: fixedFor, manager: manager) + "\n")
+            }
             Console.out(table(before: before, after: after))
             let stats = manager.statisticsReport()
             if !stats.isEmpty { Console.out("\n" + stats) }

@@ -5,7 +5,7 @@ import Interpreter
 import Generation
 
 /// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
-/// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--json]`
+/// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`
 enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
@@ -20,6 +20,8 @@ enum RunCommand: Command {
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
             CommonOptions.precision,
             CommonOptions.threads,
+            CommonOptions.int8Activations,
+            .int("repeat", "Time n calls after one untimed warm-up call, each from the same states; report the median (default: one timed call).", range: 1...1_000_000),
             .option("outputs", value: "name,…|all", "Also save these op outputs (names as in dump; all = every non-constant op) as .npy in --out, with values.json."),
             .option("max-output-bytes", value: "n", "Budget for the .npy bytes --outputs writes (default 1073741824 = 1 GiB; suffixes K, M, G)."),
             .option("save-inputs", value: "dir", "Write the inputs of the call as <input>.npy (+ values.json) for a golden folder."),
@@ -36,6 +38,11 @@ enum RunCommand: Command {
         outside A-Z a-z 0-9 . _ - replaced by _ plus a hash (values.json maps names to files).
         When the budget is spent the remaining values are not written and run fails (exit 1)
         naming the first value left out. The package is never changed.
+
+        With --repeat N the function runs N + 1 times (the first untimed), states restored to
+        their starting values (--state-in, else zeros) before every call; the outputs and states
+        written are those of the last call, and the time reported is the median of the N
+        (`seconds`; `--json` adds `repeat`, `seconds_samples`, `seconds_min`, `threads`).
         """
     )
 
@@ -61,7 +68,9 @@ enum RunCommand: Command {
         }
         let maxBytes = try byteCount(args.value("max-output-bytes") ?? "1G", option: "max-output-bytes")
         let model = try ModelLoader.load(path: path)
-        let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed)
+        let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed,
+                                  int8Activations: args.flag("int8-activations"))
+        let repeats = args.int("repeat", default: 0)
         // Inputs are read knowing the dtypes they feed, so they convert as Core ML converts them.
         let allowLossy = args.flag("allow-lossy-inputs")
         let warn: (String) -> Void = { Console.err("\(ArgumentParser.toolName): warning: \($0)\n") }
@@ -92,9 +101,19 @@ enum RunCommand: Command {
             session.plan.valueObserver = { name, t in w.write(name, t) }
             writer = w
         }
-        let start = DispatchTime.now().uptimeNanoseconds
-        let outputs = try session.predict(inputs)
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        var samples: [Double] = []
+        var outputs: [String: Tensor] = [:]
+        for call in 0...repeats {
+            if call > 0 {
+                if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) } else { session.states.reset() }
+            }
+            let start = DispatchTime.now().uptimeNanoseconds
+            outputs = try session.predict(inputs)
+            let dt = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            if repeats == 0 || call > 0 { samples.append(dt) }
+        }
+        let sorted = samples.sorted()
+        let seconds = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         session.plan.valueObserver = nil
         if let dir = args.value("out") {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -119,19 +138,27 @@ enum RunCommand: Command {
                     "checksum": .double(checksum(t)),
                 ]))
             }
-            let json = JSONValue.object([
+            var obj: [String: JSONValue] = [
                 "function": .string(session.function.name),
                 "precision": .string(precision.rawValue),
                 "outputs": .array(outs),
                 "seconds": .double(seconds),
-            ])
+            ]
+            if repeats > 0 {
+                obj["repeat"] = .int(repeats)
+                obj["seconds_samples"] = .array(samples.map { .double($0) })
+                obj["seconds_min"] = .double(sorted[0])
+                obj["threads"] = .int(KernelISA.threads)
+            }
+            let json = JSONValue.object(obj)
             Console.out(json.render(pretty: true) + "\n")
         } else {
             for n in names {
                 let t = outputs[n]!
                 Console.out("\(n): \(t.dtype.rawValue) \(t.shape) checksum \(checksum(t))\n")
             }
-            Console.err(String(format: "ran '%@' in %.3f s (%@)\n", session.function.name, seconds, precision.rawValue))
+            Console.err(String(format: "ran '%@' in %.3f s%@ (%@)\n", session.function.name, seconds,
+                               repeats > 0 ? " (median of \(repeats) after a warm-up)" : "", precision.rawValue))
         }
         return ExitCode.ok
     }

@@ -86,12 +86,16 @@ extension CLITests {
         let model = try fixture("enumerated_shapes.mlpackage")
         let r = try run(["bench", model, "-p", "4", "-n", "2", "-r", "1"])
         XCTAssertEqual(r.status, 1, r.stderr)
-        XCTAssertTrue(r.stderr.contains("does not follow the stateful LLM contract"), r.stderr)
+        // One line: the roles found, those missing, the --contract hint.
+        XCTAssertTrue(r.stderr.contains("fits no known generation recipe: found token ids 'input_ids'"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("missing write offset"), r.stderr)
+        XCTAssertTrue(r.stderr.contains("--contract FILE.json"), r.stderr)
+        XCTAssertEqual(r.stderr.split(separator: "\n").count, 1, r.stderr)
     }
 
     func testBenchHelp() throws {
         let r = try run(["bench", "--help"])
         XCTAssertEqual(r.status, 0)
-        XCTAssertTrue(r.stdout.contains("USAGE: forge-ir bench <model> [-p <n>] [-n <n>] [-r <n>]"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("USAGE: forge-ir bench <model> [-p <n>] [-n <n>] [-d <n>] [-r <n>]"), r.stdout)
     }
 }

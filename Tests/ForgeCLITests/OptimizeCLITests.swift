@@ -57,4 +57,43 @@ extension CLITests {
         XCTAssertEqual(r.status, 0)
         XCTAssertTrue(r.stdout.contains("fuse_dequant") && r.stdout.contains("default"), r.stdout)
     }
+
+    /// `--fix`: diagnose's fix passes, then cleanup; what was fixed is printed and the written
+    /// package diagnoses clean of those findings.
+    func testOptimizeFixAppliesTheProposedPasses() throws {
+        let dir = try tempDir()
+        let out = dir + "/fixed.mlpackage"
+        let r = try run(["optimize", "models-ir/coremltools_crash_end_index.mlpackage", "-o", out, "--fix"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.hasPrefix("fixed:\n  lower_slice_update: 2 findings (state_write_runtime_end) — slice writes lowered 2\n"
+            + "  split_rank0_expand_dims: 1 finding (rank0_expand_dims_swap) — rank-0 expand_dims users split 1\n"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("after: 0 errors, 0 warnings"), r.stdout)
+        XCTAssertTrue(r.stdout.contains("dead_code_elimination: ops removed"), r.stdout)   // cleanup ran
+        let d = try run(["diagnose", out, "--json"])
+        XCTAssertEqual(d.status, 0, d.stdout)
+        // The seed contract: writes lowered, norms made fp16-safe, S specialised (1 and 64 clamped to
+        // RangeDim(1..64)): two static functions, nothing above a note left.
+        let seed = try run(["optimize", "models-ir/tiny_llama_dynamic_end.mlpackage", "-o", dir + "/seed.mlpackage", "--fix"])
+        XCTAssertEqual(seed.status, 0, seed.stderr)
+        XCTAssertTrue(seed.stdout.contains("  specialize_sequence: 2 findings (state_mixed_flexibility, state_range_int_input) — flexible functions specialised 1, functions written 2"), seed.stdout)
+        XCTAssertTrue(seed.stdout.contains("after: 0 errors, 0 warnings"), seed.stdout)
+        let dump = try run(["dump", dir + "/seed.mlpackage"])
+        XCTAssertTrue(dump.stdout.contains("functions: main_s1, main_s64 (default: main_s1)"), dump.stdout)
+        XCTAssertFalse(dump.stdout.contains("RangeDim"), dump.stdout)
+        let bad = try run(["optimize", "models-ir/tiny_inline.mlmodel", "-o", dir + "/e.mlpackage", "--pass-option", "nope.sizes=1"])
+        XCTAssertEqual(bad.status, 64)
+    }
+
+    func testOptimizePassesAndPipelineCombine() throws {
+        let dir = try tempDir()
+        let r = try run(["optimize", "models-ir/tiny_llama_dynamic_end.mlpackage", "-o", dir + "/c.mlpackage",
+                         "--passes", "lower_slice_update", "--pipeline", "cleanup", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let names = try JSONValue.parse(r.stdout)["passes"]?.arrayValue?.compactMap { $0["pass"]?.stringValue } ?? []
+        XCTAssertEqual(names, ["lower_slice_update", "const_elimination", "noop_elimination", "const_deduplication",
+                               "common_subexpression_elimination", "dead_code_elimination", "topological_reorder"])
+        // --passes alone runs exactly those.
+        let only = try run(["optimize", "models-ir/tiny_inline.mlmodel", "-o", dir + "/d.mlpackage", "--passes", "noop_elimination", "--json"])
+        XCTAssertEqual(try JSONValue.parse(only.stdout)["passes"]?.arrayValue?.count, 1)
+    }
 }

@@ -28,7 +28,7 @@ final class GeneratorTests: XCTestCase {
     /// refuses: "input 'input_ids': dimension 1 is 1, expected 4").
     func testFixedWidthStopsAtContextEnd() throws {
         let g = try Generator(session: try fixedWidthSession(4))
-        XCTAssertEqual(g.contract.width, .fixed(4))
+        XCTAssertEqual(g.contract.prefill.width, .fixed(4))
         let prompt = (0..<61).map { Int32($0 % 200 + 1) }
         let r = try g.generate(prompt: prompt, maxTokens: 10)
         XCTAssertEqual(r.stopReason, "context_full")

@@ -1,10 +1,12 @@
 // Hot loops of the Interpreter's linear-algebra kernels (GEMM, int8 block-quantized GEMM,
-// softmax rows). Each entry point picks a body at run time (``fk_simd_level``):
-//   level 0  portable C (GCC/Clang 8-wide vector extensions, baseline ISA);
-//   level 1  the same source compiled for AVX2 + FMA + F16C;
+// softmax rows). Each entry point picks a body at run time (``fk_simd_level``, in Dispatch.c,
+// the only file that knows every level):
+//   level 0  portable C (GCC/Clang 8-wide vector extensions, baseline ISA; KernelsPortable.c);
+//   level 1  the same source (ck_bodies.h) compiled for AVX2 + FMA + F16C (KernelsAVX2.c);
 //   level 2  AVX-512 (F, BW, VL, DQ) bodies (KernelsAVX512.c): a 16-wide int8 matrix-vector
 //            kernel for up to 4 activation rows, and for more rows an 8×32 register-tile
-//            fp32 kernel fed by packed (dequantized) weight panels.
+//            fp32 kernel fed by packed (dequantized) weight panels; shapes it declines run
+//            at level 1.
 // No compiler flags are needed: the SIMD bodies use per-function target attributes.
 // The Swift side keeps a plain scalar reference for each (GEMM.swift, QuantizedGEMM.swift).
 // All matrices are row-major fp32 with explicit leading dimensions (in elements).
@@ -18,10 +20,14 @@ extern "C" {
 #endif
 
 /// 0 = portable, 1 = AVX2+FMA+F16C, 2 = AVX-512 F/BW/VL/DQ (+ the level-1 features); x86-64
-/// only above 0.
+/// only above 0. The environment variable `FORGE_SIMD_LEVEL` (0, 1, 2), read once, caps it:
+/// e.g. `FORGE_SIMD_LEVEL=0 swift test` runs every kernel on the portable bodies.
 int fk_simd_level(void);
-/// Forces a level (clamped to what the CPU supports); -1 restores detection. For tests.
+/// Forces a level (clamped to what the CPU supports and to `FORGE_SIMD_LEVEL`); -1 restores
+/// detection. For tests.
 void fk_set_simd_level(int level);
+/// 1 when the CPU has AVX-512 VNNI (vpdpbusd), else 0 (whatever the level).
+int fk_cpu_has_vnni(void);
 
 /// C[m, n] (+)= sum_k A[m*lda + k] * B[n*ldb + k] (+ bias[n]).  (A · Bᵀ, "NT")
 void fk_sgemm_nt(long M, long N, long K, const float *A, long lda, const float *B, long ldb,
@@ -53,6 +59,17 @@ typedef struct {
 /// panels of W are dequantized to fp32 and multiplied with the fp32 tile kernel.
 void fk_qgemm_nt(long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0,
                  float *C, long ldc, const float *bias, int accumulate);
+
+/// ``fk_qgemm_nt`` with int8 activations (opt-in; not Core ML's numerics): each activation row
+/// is quantized to int8 per block of 32 as llama.cpp's Q8_0 does (d = max|x| / 127, q = x / d
+/// rounded to nearest even), and each block's Σ q_x·q_w is summed exactly in int32, then
+/// scaled by s_w·d (fp32 total; an offset o_w subtracts s_w·o_w·d·Σq_x). AVX2: vpmaddubsw +
+/// vpmaddwd; AVX-512 VNNI: vpdpbusd (256-bit); portable: plain loops — all give the same int32
+/// block sums. Taken (for any M) when K and W's input-axis blocks are multiples of 32; other
+/// shapes, an inf/NaN activation or no scratch memory run ``fk_qgemm_nt`` instead (exact
+/// fp32 activations). Returns 1 when the int8 route ran, 0 when it fell back.
+int fk_qgemm_nt_q8(long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0,
+                   float *C, long ldc, const float *bias, int accumulate);
 
 /// out[i*ldo + c] = W(r0 + i, c0 + c) for i < rows, c < cols.
 void fk_dequant(const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo);

@@ -49,14 +49,14 @@ public struct DimExpr: Hashable, Sendable, CustomStringConvertible, ExpressibleB
 
     public static func + (a: DimExpr, b: DimExpr) -> DimExpr {
         var t = a.terms
-        for (m, c) in b.terms { t[m, default: 0] += c }
+        for (m, c) in b.terms { t[m, default: 0] &+= c }
         return DimExpr(terms: t)
     }
-    public static prefix func - (a: DimExpr) -> DimExpr { DimExpr(terms: a.terms.mapValues { -$0 }) }
+    public static prefix func - (a: DimExpr) -> DimExpr { DimExpr(terms: a.terms.mapValues { 0 &- $0 }) }
     public static func - (a: DimExpr, b: DimExpr) -> DimExpr { a + (-b) }
     public static func * (a: DimExpr, b: DimExpr) -> DimExpr {
         var t: [Monomial: Int] = [:]
-        for (ma, ca) in a.terms { for (mb, cb) in b.terms { t[ma * mb, default: 0] += ca &* cb } }
+        for (ma, ca) in a.terms { for (mb, cb) in b.terms { t[ma * mb, default: 0] &+= ca &* cb } }
         return DimExpr(terms: t)
     }
 
@@ -75,7 +75,7 @@ public struct DimExpr: Hashable, Sendable, CustomStringConvertible, ExpressibleB
         return -floorDiv(-a, b)
     }
     public static func mod(_ a: DimExpr, _ b: DimExpr) -> DimExpr {
-        if let x = a.constant, let y = b.constant, y != 0 { return DimExpr(x - floorDivInt(x, y) * y) }
+        if let x = a.constant, let y = b.constant, y != 0 { return DimExpr(x &- floorDivInt(x, y) &* y) }
         if a.exactQuotient(b) != nil { return 0 }
         return DimExpr(atom: .mod(a, b))
     }
@@ -90,7 +90,11 @@ public struct DimExpr: Hashable, Sendable, CustomStringConvertible, ExpressibleB
         return DimExpr(atom: .max(x, y))
     }
 
+    /// Python's `//` (never traps: `Int.min // -1` wraps, a zero divisor gives 0 — callers
+    /// check for 0 first).
     static func floorDivInt(_ x: Int, _ y: Int) -> Int {
+        guard y != 0 else { return 0 }
+        if y == -1 { return 0 &- x }
         let q = x / y
         return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q
     }
@@ -100,7 +104,7 @@ public struct DimExpr: Hashable, Sendable, CustomStringConvertible, ExpressibleB
         guard b.terms.count == 1, let (mb, cb) = b.terms.first, cb != 0 else { return nil }
         var t: [Monomial: Int] = [:]
         for (m, c) in terms {
-            guard c % cb == 0, let q = m.dividing(by: mb) else { return nil }
+            guard cb != -1 || c != Int.min, c % cb == 0, let q = m.dividing(by: mb) else { return nil }
             t[q, default: 0] += c / cb
         }
         return DimExpr(terms: t)
@@ -158,7 +162,7 @@ public struct DimExpr: Hashable, Sendable, CustomStringConvertible, ExpressibleB
         for (i, (m, c)) in sorted.enumerated() {
             let body = m.description
             var piece: String
-            if body.isEmpty { piece = String(abs(c)) } else if abs(c) == 1 { piece = body } else { piece = "\(abs(c))*\(body)" }
+            if body.isEmpty { piece = String(c.magnitude) } else if c.magnitude == 1 { piece = body } else { piece = "\(c.magnitude)*\(body)" }
             if i == 0 { piece = (c < 0 ? "-" : "") + piece } else { piece = (c < 0 ? " - " : " + ") + piece }
             out += piece
         }
@@ -231,7 +235,7 @@ public indirect enum DimAtom: Hashable, Sendable, CustomStringConvertible {
             return DimExpr.floorDivInt(x, y)
         case let .mod(a, b):
             guard let x = a.evaluate(binding), let y = b.evaluate(binding), y != 0 else { return nil }
-            return x - DimExpr.floorDivInt(x, y) * y
+            return x &- DimExpr.floorDivInt(x, y) &* y
         case let .min(a, b):
             guard let x = a.evaluate(binding), let y = b.evaluate(binding) else { return nil }
             return Swift.min(x, y)

@@ -1,7 +1,12 @@
 import GraphIR
 
-/// A rule cannot infer this op (an input it needs is unknown): the declared types are used.
-struct Unsupported: Error {}
+/// A rule cannot infer this op (an input it needs is unknown, or a case it does not evaluate):
+/// the declared types are used, their unknown dimensions become `?` (opaque), and with a
+/// `reason` the symbolic run notes it (`shape_unknown`).
+struct Unsupported: Error {
+    var reason: String?
+    init(_ reason: String? = nil) { self.reason = reason }
+}
 
 /// What a type rule sees of one op: its operands' symbolic types and values, and ways to fail.
 struct OpContext {
@@ -85,6 +90,9 @@ struct OpContext {
     func fail(_ kind: ShapeIssue.Kind = .shapeError, _ message: String, _ shapes: [(String, String)] = []) -> RuleFailure {
         RuleFailure(kind: kind, message: message, shapes: shapes)
     }
+
+    /// The op's output cannot be evaluated here: `?` and a note, not a failure.
+    func unknown(_ reason: String) -> Unsupported { Unsupported(reason) }
 
     func warn(_ kind: ShapeIssue.Kind, _ message: String, _ shapes: [(String, String)] = []) {
         state.issues.append(ShapeIssue(kind: kind, opName: op.name, opType: op.type, opIndex: index, message: message,

@@ -20,6 +20,9 @@ public struct ShapeIssue: Sendable, CustomStringConvertible {
         case broadcastSize1 = "broadcast_size1"
         /// The inferred type disagrees with the fixed type the file declares.
         case declaredTypeMismatch = "declared_type_mismatch"
+        /// A rule could not evaluate this op's shape: the declared one is used, with `?` for
+        /// what the file leaves unknown (a note, never a failure).
+        case shapeUnknown = "shape_unknown"
     }
     public var kind: Kind
     public var opName: String
@@ -62,7 +65,7 @@ extension ShapeIssue.Kind {
     public var isError: Bool {
         switch self {
         case .shapeError, .zeroDimension, .castOverflow, .indexOutOfRange, .sliceUpdateRank: return true
-        case .squeezeFlexible, .broadcastSize1, .declaredTypeMismatch: return false
+        case .squeezeFlexible, .broadcastSize1, .declaredTypeMismatch, .shapeUnknown: return false
         }
     }
 }
@@ -106,6 +109,9 @@ public final class ShapeInference {
             for (axis, d) in t.shape.enumerated() {
                 guard case let .symbol(sym) = d else { continue }
                 let def = feature.flatMap { axis < $0.shape.count ? $0.shape[axis] : nil }
+                // One symbol named on several axes (a shared `ct.RangeDim(symbol: "S")`) is one
+                // flexible dimension: its first axis names it.
+                guard members[sym.name] == nil else { continue }
                 members[sym.name] = SymbolClass.Member(input: v.name, axis: axis, constraint: sym.constraint, defaultSize: def)
                 order.append(sym.name)
             }
@@ -182,7 +188,8 @@ public final class ShapeInference {
             index += 1
             var ctx = OpContext(op: op, state: state, index: myIndex)
             var outTypes: [SymType]
-            if let rule = OpRegistry.schema(op.type)?.shapeRule {
+            // A rule reads `outputs[0]` of every op but write_state; a malformed op keeps its declared types.
+            if let rule = OpRegistry.schema(op.type)?.shapeRule, !op.outputs.isEmpty || op.type == "write_state" {
                 do {
                     outTypes = try rule(&ctx)
                 } catch let f as RuleFailure {
@@ -192,6 +199,11 @@ public final class ShapeInference {
                     outTypes = op.outputs.map { state.symType($0.type, valueName: $0.name) }
                 } catch {
                     outTypes = op.outputs.map { state.symType($0.type, valueName: $0.name) }
+                    if let u = error as? Unsupported, let reason = u.reason, state.binding == nil {
+                        state.issues.append(ShapeIssue(kind: .shapeUnknown, opName: op.name, opType: op.type, opIndex: myIndex,
+                                                       message: "\(reason): the shape is not evaluated here; the declared type is used (unknown dimensions shown as ?)",
+                                                       shapes: op.outputs.map { (name: $0.name, shape: $0.type.description) }))
+                    }
                 }
             } else {
                 outTypes = op.outputs.map { state.symType($0.type, valueName: $0.name) }

@@ -84,6 +84,7 @@ enum ShapeRules {
         for op in ["reduce_argmax", "reduce_argmin"] {
             r[op] = { ctx in
                 let s = try ctx.shape("x")
+                guard !s.isEmpty else { throw ctx.unknown("\(ctx.op.type) of a rank-0 x") }
                 let axis = try ctx.normalizeAxis(ctx.constInt("axis") ?? -1, rank: s.count)
                 var out = s
                 if ctx.bool("keep_dims", default: false) { out[axis] = 1 } else { out.remove(at: axis) }
@@ -110,6 +111,7 @@ enum ShapeRules {
             let sh = [("x", text(a)), ("y", text(b))]
             let tx = ctx.bool("transpose_x", default: false), ty = ctx.bool("transpose_y", default: false)
             var squeezeA = false, squeezeB = false
+            guard !a.isEmpty, !b.isEmpty else { throw ctx.fail(.shapeError, "matmul of a rank-0 operand", sh) }
             if a.count == 1 { a = [1] + a; squeezeA = true } else if tx { a.swapAt(a.count - 1, a.count - 2) }
             if b.count == 1 { b = b + [1]; squeezeB = true } else if ty { b.swapAt(b.count - 1, b.count - 2) }
             try ctx.requireEqual(a[a.count - 1], b[b.count - 2], "matmul inner dimensions differ", sh)
@@ -123,6 +125,9 @@ enum ShapeRules {
             let q = try ctx.tensor("query")
             let qs = try ctx.shape("query"), k = try ctx.shape("key"), v = try ctx.shape("value")
             let sh = [("query", text(qs)), ("key", text(k)), ("value", text(v))]
+            guard qs.count >= 2, k.count >= 2, v.count >= 2 else {
+                throw ctx.fail(.shapeError, "scaled_dot_product_attention needs query, key and value of rank ≥ 2", sh)
+            }
             try ctx.requireEqual(qs[qs.count - 1], k[k.count - 1], "query and key head sizes differ", sh)
             try ctx.requireEqual(k[k.count - 2], v[v.count - 2], "key and value lengths differ", sh)
             return [t(q.dtype, Array(qs.dropLast()) + [v[v.count - 1]])]
@@ -188,9 +193,14 @@ enum ShapeRules {
             guard let axes = ctx.constInts("axes") else { throw Unsupported() }
             let rank = xs.count + axes.count
             let norm = try Set(axes.map { try ctx.normalizeAxis($0, rank: rank) })
+            guard norm.count == axes.count else {
+                throw ctx.fail(.shapeError, "expand_dims axes \(axes) repeat an axis", [("x", text(xs))])
+            }
             var out: [DimExpr] = []
             var it = xs.makeIterator()
-            for i in 0..<rank { out.append(norm.contains(i) ? 1 : it.next()!) }
+            for i in 0..<rank {
+                if norm.contains(i) { out.append(1) } else if let d = it.next() { out.append(d) } else { throw ctx.unknown("expand_dims axes \(axes)") }
+            }
             if let v = ctx.value("x") { ctx.setValue(v) }
             return [t(x.dtype, out)]
         }
@@ -230,7 +240,7 @@ enum ShapeRules {
             let x = try ctx.tensor("x")
             let xs = try ctx.shape("x")
             let sl = try sliceShape(&ctx, xs, write: false)
-            if xs.count == 1, let v = ctx.value("x")?.elements(), let b = sl.begins[0].constant, let n = sl.sizes[0].constant,
+            if xs.count == 1, !sl.begins.isEmpty, !sl.sizes.isEmpty, let v = ctx.value("x")?.elements(), let b = sl.begins[0].constant, let n = sl.sizes[0].constant,
                let st = sl.strides.first, st > 0, b >= 0, b + (n - 1) * st < v.count {
                 ctx.setValue(.elements((0..<n).map { v[b + $0 * st] }))
             }
@@ -255,10 +265,17 @@ enum ShapeRules {
         }
         r["concat"] = { ctx in
             let ts = try ctx.variadicTensors("values")
-            guard let first = ts.first, let s0 = first.shape else { throw Unsupported() }
+            guard let first = ts.first, var s0 = first.shape else { throw Unsupported() }
             guard let axisRaw = ctx.constInt("axis") else { throw Unsupported() }
+            var shapes = try ts.map { t -> [DimExpr] in guard let s = t.shape else { throw Unsupported() }; return s }
+            // coremltools' frontends concatenate scalars (`concat((1, 2, seq_len, 8))` of a
+            // `view` shape): each rank-0 value counts as one element of a 1-D result.
+            if shapes.allSatisfy({ $0.count <= 1 }), shapes.contains(where: \.isEmpty) {
+                shapes = shapes.map { $0.isEmpty ? [1] : $0 }
+                s0 = shapes[0]
+            }
+            guard !s0.isEmpty else { throw ctx.fail(.shapeError, "concat of rank-0 values") }
             let axis = try ctx.normalizeAxis(axisRaw, rank: s0.count)
-            let shapes = try ts.map { t -> [DimExpr] in guard let s = t.shape else { throw Unsupported() }; return s }
             let sh = shapes.enumerated().map { ("values[\($0.offset)]", text($0.element)) }
             var out = s0
             out[axis] = 0
@@ -300,6 +317,7 @@ enum ShapeRules {
             let x = try ctx.tensor("x")
             let xs = try ctx.shape("x")
             guard let axisRaw = ctx.constInt("axis") else { throw Unsupported() }
+            guard !xs.isEmpty else { throw ctx.fail(.shapeError, "split of a rank-0 x") }
             let axis = try ctx.normalizeAxis(axisRaw, rank: xs.count)
             var sizes: [DimExpr]
             if let s = ctx.elements("split_sizes") {
@@ -307,6 +325,7 @@ enum ShapeRules {
                 let sum = s.reduce(DimExpr(0), +)
                 try ctx.requireEqual(sum, xs[axis], "split sizes do not add up to axis \(axis)", [("x", text(xs))])
             } else if let n = ctx.constInt("num_splits") {
+                guard n > 0, n <= 4096 else { throw ctx.fail(.shapeError, "split num_splits = \(n)", [("x", text(xs))]) }
                 let each = DimExpr.ceilDiv(xs[axis], DimExpr(n))
                 sizes = Array(repeating: each, count: n)
                 if let d = xs[axis].constant, d % n != 0 {
@@ -337,8 +356,12 @@ enum ShapeRules {
         r["gather"] = { ctx in
             let x = try ctx.tensor("x")
             let xs = try ctx.shape("x"), ind = try ctx.shape("indices")
+            guard !xs.isEmpty else { throw ctx.fail(.shapeError, "gather from a rank-0 x", [("x", text(xs)), ("indices", text(ind))]) }
             let axis = try ctx.normalizeAxis(ctx.constInt("axis") ?? 0, rank: xs.count)
             let batch = ctx.constInt("batch_dims") ?? 0
+            guard batch >= 0, batch <= ind.count, batch <= axis else {
+                throw ctx.fail(.shapeError, "gather batch_dims \(batch) exceeds the ranks (axis \(axis), indices rank \(ind.count))", [("x", text(xs)), ("indices", text(ind))])
+            }
             let out = Array(xs[..<axis]) + Array(ind[batch...]) + Array(xs[(axis + 1)...])
             try checkIndices(&ctx, "indices", dim: xs[axis], axis: axis, [("x", text(xs)), ("indices", text(ind))])
             if xs.count == 1, let v = ctx.value("x")?.elements(), let idx = ctx.constInts("indices") {
@@ -357,11 +380,15 @@ enum ShapeRules {
             let xs = try ctx.shape("x"), ind = try ctx.shape("indices")
             guard let k = ind.last?.constant else { throw Unsupported() }
             let batch = ctx.constInt("batch_dims") ?? 0
+            guard k >= 0, batch >= 0, batch + k <= xs.count else {
+                throw ctx.fail(.shapeError, "gather_nd index depth \(k) (batch_dims \(batch)) exceeds the rank of x (\(xs.count))", [("x", text(xs)), ("indices", text(ind))])
+            }
             return [t(x.dtype, Array(ind.dropLast()) + Array(xs[(batch + k)...]))]
         }
         r["scatter"] = { ctx in
             let d = try ctx.tensor("data")
             let ds = try ctx.shape("data"), ind = try ctx.shape("indices"), up = try ctx.shape("updates")
+            guard !ds.isEmpty else { throw ctx.fail(.shapeError, "scatter into a rank-0 data") }
             let axis = try ctx.normalizeAxis(ctx.constInt("axis") ?? 0, rank: ds.count)
             let sh = [("data", text(ds)), ("indices", text(ind)), ("updates", text(up))]
             let expected = Array(ds[..<axis]) + ind + Array(ds[(axis + 1)...])
@@ -422,6 +449,7 @@ enum ShapeRules {
         r["topk"] = { ctx in
             let x = try ctx.tensor("x")
             var xs = try ctx.shape("x")
+            guard !xs.isEmpty else { throw ctx.fail(.shapeError, "topk of a rank-0 x") }
             let axis = try ctx.normalizeAxis(ctx.constInt("axis") ?? -1, rank: xs.count)
             xs[axis] = ctx.elements("k")?.first ?? 1
             let idt = ctx.string("output_indices_dtype").flatMap { DType(rawValue: $0) } ?? .int32
@@ -483,6 +511,7 @@ enum ShapeRules {
             }
             return [.tensor(x)]
         }
+        addOpsetRules(&r)
         return r
     }()
 
@@ -551,7 +580,7 @@ enum ShapeRules {
             if n > d {
                 throw ctx.fail(.indexOutOfRange, "a window of \(n) indices along axis \(axis) cannot fit a dimension of \(d) at any offset", shapes)
             }
-            if let s = start.constant, s < 0 || s + n > d {
+            if let s = start.constant, s < 0 || s &+ n > d {
                 throw ctx.fail(.indexOutOfRange, "indices [\(s), \(s + n)) leave axis \(axis) of size \(d)", shapes)
             }
         case let .elements(e):
@@ -575,7 +604,7 @@ enum ShapeRules {
         let r = xs.count
         guard let begin = ctx.elements("begin"), let end = ctx.elements("end") else {
             // Unknown bounds: the rank is known, the sizes are not.
-            if write { throw Unsupported() }
+            if write { throw ctx.unknown("slice_update bounds computed from values shape inference does not track") }
             let declared = ctx.op.outputs[0].type.tensorType
             guard let d = declared else { throw Unsupported() }
             let shape = d.shape.enumerated().map { i, dim -> DimExpr in
@@ -621,7 +650,7 @@ enum ShapeRules {
                 if let ec = e.constant, let dc = d.constant { e = DimExpr(Swift.min(Swift.max(ec, 0), dc)) }
                 if let bc = b.constant, let dc = d.constant { b = DimExpr(Swift.min(Swift.max(bc, 0), dc)) }
                 let diff = e - b
-                if let dc = diff.constant { size = DimExpr(Swift.max(0, (dc + s - 1) / s)) } else { size = s == 1 ? diff : DimExpr.ceilDiv(diff, DimExpr(s)) }
+                if let dc = diff.constant { size = DimExpr(Swift.max(0, (dc &+ s &- 1) / s)) } else { size = s == 1 ? diff : DimExpr.ceilDiv(diff, DimExpr(s)) }
             } else {
                 guard let dc = d.constant else {
                     begins.append(.opaque("begin")); sizes.append(.opaque("size"))
@@ -630,7 +659,7 @@ enum ShapeRules {
                 let bb = bm[i] ? dc - 1 : (begin[i].constant.map { $0 < 0 ? $0 + dc : $0 } ?? dc - 1)
                 let ee = em[i] ? -1 : (end[i].constant.map { $0 < 0 ? $0 + dc : $0 } ?? -1)
                 b = DimExpr(bb)
-                size = DimExpr(Swift.max(0, (bb - ee + (-s) - 1) / (-s)))
+                size = DimExpr(Swift.max(0, (bb &- ee &- s &- 1) / (0 &- s)))
             }
             if size.constant == 0 {
                 throw ctx.fail(.zeroDimension, "axis \(i) of the slice is empty (size 0)", sh)

@@ -8,19 +8,36 @@ public final class Session {
     public let function: Function
     public let plan: ExecutionPlan
     public let states: StateStore
+    public let precision: Precision
 
-    /// - Parameter observing: op outputs the plan's ``ExecutionPlan/valueObserver`` will see
-    ///   (fusions that would remove them are not applied; see ``ObservedValues``).
+    /// - Parameters:
+    ///   - observing: op outputs the plan's ``ExecutionPlan/valueObserver`` will see (fusions
+    ///     that would remove them are not applied; see ``ObservedValues``).
+    ///   - sharing: another function's states to run on (a prefill / decode pair of one
+    ///     package); every state of this function must be there with the same type.
     /// - Throws: `InterpreterError.unsupportedOps` (every op without a kernel), or a state error.
-    public init(model: Model, function name: String? = nil, precision: Precision = .fp32, observing: ObservedValues = .none) throws {
+    /// `int8Activations`: see ``ExecutionPlan/init(function:precision:observing:int8Activations:)``.
+    public init(model: Model, function name: String? = nil, precision: Precision = .fp32, observing: ObservedValues = .none,
+                sharing: StateStore? = nil, int8Activations: Bool = false) throws {
         self.model = model
+        self.precision = precision
         let fname = name ?? model.defaultFunctionName
         guard let f = model.program.function(named: fname) else {
             throw InterpreterError.unsupported(model.program.noFunctionMessage(fname))
         }
         function = f
-        plan = try ExecutionPlan(function: f, precision: precision, observing: observing)
-        states = try StateStore(function: f)
+        plan = try ExecutionPlan(function: f, precision: precision, observing: observing, int8Activations: int8Activations)
+        if let shared = sharing {
+            for v in f.stateInputs {
+                guard let t = v.type.stateWrappedTensor, let b = shared.buffers[v.name],
+                      b.dtype == t.dtype, t.shape.map(\.fixedValue) == b.shape.map(Optional.some) else {
+                    throw InterpreterError.badState(function: fname, name: v.name, reason: "not among the shared states of function '\(shared.functionName)' with the same type")
+                }
+            }
+            states = shared
+        } else {
+            states = try StateStore(function: f)
+        }
         // Loading freed the parsed protobuf and the loader's scratch: hand those heap pages back
         // to the OS before the long-running part starts (glibc keeps them otherwise).
         Memory.releaseFreeMemory()

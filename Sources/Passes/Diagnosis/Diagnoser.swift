@@ -36,6 +36,9 @@ public struct Diagnosis {
     public var findings: [Finding] = []
     /// Runtime checks that ran (`--precision fp16`, `--dynamic`), in order.
     public var runs: [RuntimeRun] = []
+    /// One-line reminders printed before the summary (text only), e.g. the run-time checks a
+    /// stateful LLM was not given.
+    public var hints: [String] = []
     public var errorCount: Int { findings.filter { $0.severity == .error }.count }
     public var warningCount: Int { findings.filter { $0.severity == .warning }.count }
     public var infoCount: Int { findings.filter { $0.severity == .info }.count }
@@ -76,6 +79,8 @@ public enum Diagnoser {
         findings += StateChecks.run(function: f, interface: interface, inference: inference)
         // fp16 idioms visible without running anything.
         findings += NumericChecks.run(function: f)
+        // The catalogue's graph patterns.
+        findings += PatternChecks.run(function: f, interface: interface)
 
         // Symbolic run: errors at every binding, and warnings.
         for issue in inference.symbolic.issues {
@@ -139,6 +144,7 @@ public enum Diagnoser {
         switch issue.kind {
         case .shapeError, .zeroDimension, .castOverflow, .indexOutOfRange, .sliceUpdateRank: severity = .error
         case .squeezeFlexible, .broadcastSize1, .declaredTypeMismatch: severity = .warning
+        case .shapeUnknown: severity = .info
         }
         switch issue.kind {
         case .shapeError: fix = "Make the shapes agree at this size: check reshape targets, broadcast operands and the export's flexible dimensions."
@@ -147,10 +153,11 @@ public enum Diagnoser {
         case .indexOutOfRange: fix = "The write window must fit the state: bound the sequence dimension by the state length, or grow the state."
         case .sliceUpdateRank:
             fix = "Give slice_update one begin/end entry per axis of the state."
-            pass = "lower_slice_update"
+            pass = PadSliceUpdate.name
         case .squeezeFlexible: fix = "Give squeeze explicit axes."
         case .broadcastSize1: fix = "Use the same flexible dimension on both operands (or an explicit tile/expand)."
         case .declaredTypeMismatch: fix = "The file's declared type is stale; re-run type inference (or report a forge-ir rule bug)."
+        case .shapeUnknown: fix = "Nothing to do for Core ML; shapes after this op are checked only where the file declares them."
         }
         return Finding(severity, issue.kind.rawValue, function: function,
                        op: Finding.OpRef(name: issue.opName, type: issue.opType, index: issue.opIndex),
@@ -160,7 +167,7 @@ public enum Diagnoser {
     /// The flexible dimension `--seq` sets: the one `input_ids` (or `tokens`) carries, else
     /// the only one.
     static func sequenceSymbol(_ inference: ShapeInference) -> String? {
-        for c in inference.symbols where c.members.contains(where: { ["input_ids", "tokens", "input_tokens", "ids"].contains($0.input) }) {
+        for c in inference.symbols where c.members.contains(where: { ["input_ids", "inputIds", "tokens", "input_tokens", "ids"].contains($0.input) }) {
             return c.name
         }
         return inference.symbols.count == 1 ? inference.symbols[0].name : nil
@@ -168,7 +175,7 @@ public enum Diagnoser {
 
     /// A token input whose sequence axis is fixed (the decode function of a multifunction model).
     static func fixedSequence(_ f: Function) -> (input: String, size: Int, shape: String)? {
-        for v in f.inputs where ["input_ids", "tokens", "input_tokens", "ids"].contains(v.name) {
+        for v in f.inputs where ["input_ids", "inputIds", "tokens", "input_tokens", "ids"].contains(v.name) {
             if let t = v.type.tensorType, t.rank == 2, let s = t.shape[1].fixedValue { return (v.name, s, t.description) }
         }
         return nil

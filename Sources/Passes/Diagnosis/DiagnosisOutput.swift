@@ -33,7 +33,8 @@ extension Diagnosis {
     ///           | "state_description_mismatch" | "enumerated_shapes_with_state"
     ///           | "range_lower_bound_zero" | "flexible_constraint_mismatch"
     ///           | "binding_out_of_range" | "sequence_fixed" | "fp16_square_in_norm"
-    ///           | "fp16_constant_out_of_range" | "fp16_log_softmax"
+    ///           | "fp16_constant_out_of_range" | "fp16_log_softmax" | "shape_unknown"
+    ///           | <every code of `Catalogue.patterns`>
     ///           | "fp16_overflow" | "s1_mismatch",   // the last two: runtime checks (see "runs")
     ///     "function": "main" | null,
     ///     "op": {"name": "…", "type": "slice_update", "index": 123} | null,  // index: position in the body
@@ -134,10 +135,27 @@ extension Diagnosis {
             }
         }
         out += "\n"
+        // A finding repeated on several ops (same code, severity, function, fix and bindings)
+        // prints once, with the count and the op list; --json keeps every one.
+        var groups: [[Finding]] = []
+        var groupOf: [String: Int] = [:]
         for f in findings {
+            let key = [f.severity.rawValue, f.code, f.function ?? "", f.fixPass ?? "", f.fix,
+                       f.bindings.map(describeBinding).joined(separator: ";")].joined(separator: "|")
+            if let g = groupOf[key] { groups[g].append(f) } else { groupOf[key] = groups.count; groups.append([f]) }
+        }
+        for g in groups {
+            let f = g[0]
             var head = "\(f.severity.rawValue)[\(f.code)]"
             if let fn = f.function { head += " \(fn)" }
-            if let op = f.op { head += ": op '\(op.name)' (\(op.type), #\(op.index))" }
+            let ops = g.compactMap(\.op)
+            if g.count > 1 {
+                head += ": \(g.count)×"
+                if !ops.isEmpty {
+                    let list = ops.prefix(8).map { "'\($0.name)' (\($0.type), #\($0.index))" }.joined(separator: ", ")
+                    head += " on ops " + list + (ops.count > 8 ? ", … (\(ops.count) ops)" : "")
+                }
+            } else if let op = f.op { head += ": op '\(op.name)' (\(op.type), #\(op.index))" }
             out += head + "\n"
             if let b = f.binding {
                 let all = f.bindings.count > 1 ? " (also: " + f.bindings.dropFirst().map(describeBinding).joined(separator: "; ") + ")" : ""
@@ -145,14 +163,18 @@ extension Diagnosis {
             } else if !f.bindings.isEmpty {
                 out += "  at every binding (" + f.bindings.map(describeBinding).joined(separator: "; ") + ")\n"
             }
-            out += "  " + f.message + "\n"
-            if !f.shapes.isEmpty { out += "  shapes: " + f.shapes.map { "\($0.name) \($0.shape)" }.joined(separator: ", ") + "\n" }
+            out += "  " + f.message + (g.count > 1 ? " (first of \(g.count); --json lists each)" : "") + "\n"
+            let shapes = g.count > 1 && ops.isEmpty ? g.flatMap(\.shapes) : f.shapes
+            if !shapes.isEmpty { out += "  shapes: " + shapes.map { "\($0.name) \($0.shape)" }.joined(separator: ", ") + "\n" }
             if let p = f.fixPass, PassRegistry.pass(named: p) != nil {
                 out += "  fix: forge-ir optimize MODEL -o OUT.mlpackage --passes \(p)" + (f.fix.isEmpty ? "" : " — \(f.fix)") + "\n"
+            } else if let p = f.fixPass {
+                out += "  fix: \(f.fix) (pass \(p): planned, not available yet)\n"
             } else if !f.fix.isEmpty {
                 out += "  fix: \(f.fix)\n"
             }
         }
+        for h in hints { out += "hint: \(h)\n" }
         out += "\(errorCount) error\(errorCount == 1 ? "" : "s"), \(warningCount) warning\(warningCount == 1 ? "" : "s"), \(infoCount) note\(infoCount == 1 ? "" : "s")\n"
         return out
     }

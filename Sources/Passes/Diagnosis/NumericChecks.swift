@@ -39,7 +39,8 @@ public enum NumericChecks {
             if op.type == "log", let x = op.operand("x")?.value, x.producer?.type == "softmax", x.type.tensorType?.dtype == .fp16 {
                 out.append(Finding(.warning, "fp16_log_softmax", function: f.name, op: idx.ref(op),
                                    shapes: [(name: "x", shape: x.type.description)],
-                                   message: "log(softmax(x)) in fp16: probabilities below 6e-8 round to 0 and their log is -inf",
+                                   message: "log(softmax(x)) in fp16: probabilities below 6e-8 round to 0 and their log is -inf (coremltools#2728)",
+                                   fixPass: LogSoftmaxStable.name,
                                    fix: "Compute log_softmax as x - reduce_log_sum_exp(x)."))
             }
         }

@@ -128,7 +128,8 @@ enum FlexibleShapeChecks {
             }
         }
         let enumerated = kinds.filter { $0.value == "enumerated" }.keys.sorted()
-        if stateful, !enumerated.isEmpty {
+        let ranged = kinds.contains { $0.value == "range" }
+        if stateful, !enumerated.isEmpty, !ranged {   // mixed with RangeDim: state_mixed_flexibility
             let others = kinds.filter { $0.value != "enumerated" }.map { "\($0.key) (\($0.value))" }.sorted()
             let mix = others.isEmpty ? "" : "; mixed with \(others.joined(separator: ", "))"
             out.append(Finding(.error, "enumerated_shapes_with_state", function: f.name,
@@ -136,7 +137,8 @@ enum FlexibleShapeChecks {
                                    if case let .enumerated(s)? = i.array?.flexibility { return (name: n, shape: s.map { "\($0)" }.joined(separator: " | ")) }
                                    return nil } },
                                message: "stateful function '\(f.name)' has EnumeratedShapes inputs (\(enumerated.joined(separator: ", ")))\(mix); Core ML refuses to load stateful models with enumerated shapes",
-                               fix: "Export the flexible dimension as ct.RangeDim, or one function per size in a multifunction package."))
+                               fixPass: "specialize_sequence",
+                               fix: "One static function per size in a multifunction package (specialize_sequence), sharing the states."))
         }
         for c in inference.symbols where c.members.count > 1 && c.hasConflictingConstraints {
             let detail = c.members.map { "\($0): \(DimSymbol(name: "", constraint: $0.constraint))" }.joined(separator: ", ")

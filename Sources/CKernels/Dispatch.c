@@ -1,0 +1,147 @@
+// The run-time dispatch of CKernels (see include/CKernels.h): the one place that knows every
+// level. It detects the CPU's level once (``fk_simd_level``; `FORGE_SIMD_LEVEL` in the
+// environment, or ``fk_set_simd_level``, lowers it), then each public entry point calls the
+// body of the highest level at or below it that takes the shape: level 2 (KernelsAVX512.c)
+// may decline a shape (returns 0), level 1 (KernelsAVX2.c) and level 0 (KernelsPortable.c)
+// take every shape. The bodies never call each other.
+#include "ck_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int cpu_level(void) {
+#if FK_X86
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))) return 0;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+        return 2;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/// The CPU's level, lowered to `FORGE_SIMD_LEVEL` (0, 1, 2) when that is set to a number.
+static int detected_level(void) {
+    int l = cpu_level();
+    const char *env = getenv("FORGE_SIMD_LEVEL");
+    if (env && *env >= '0' && *env <= '9') {
+        long v = strtol(env, NULL, 10);
+        if (v < l) l = (int)v;
+    }
+    return l;
+}
+
+static int g_level = -1;
+
+int fk_simd_level(void) {
+    int l = __atomic_load_n(&g_level, __ATOMIC_RELAXED);
+    if (l < 0) {
+        l = detected_level();
+        __atomic_store_n(&g_level, l, __ATOMIC_RELAXED);
+    }
+    return l;
+}
+
+void fk_set_simd_level(int level) {
+    int d = detected_level();
+    __atomic_store_n(&g_level, level < 0 ? d : (level < d ? level : d), __ATOMIC_RELAXED);
+}
+
+int fk_cpu_has_vnni(void) {
+#if FK_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+void fk_sgemm_nt(FK_ARGS_NT) {
+#if FK_X86
+    const int l = fk_simd_level();
+    if (l >= 2 && fk__sgemm_nt_avx512(M, N, K, A, lda, B, ldb, C, ldc, bias, acc)) return;
+    if (l >= 1) { fk__sgemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
+#endif
+    fk__sgemm_nt_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
+}
+
+void fk_sgemm_nn(FK_ARGS_NT) {
+#if FK_X86
+    const int l = fk_simd_level();
+    if (l >= 2 && fk__sgemm_nn_avx512(M, N, K, A, lda, B, ldb, C, ldc, bias, acc)) return;
+    if (l >= 1) { fk__sgemm_nn_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
+#endif
+    fk__sgemm_nn_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
+}
+
+void fk_qgemm_nt(FK_ARGS_Q) {
+#if FK_X86
+    const int l = fk_simd_level();
+    if (l >= 2 && fk__qgemm_nt_avx512(M, N, K, A, lda, W, n0, C, ldc, bias, acc)) return;
+    if (l >= 1) { fk__qgemm_nt_avx2(M, N, K, A, lda, W, n0, C, ldc, bias, acc); return; }
+#endif
+    fk__qgemm_nt_gen(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
+}
+
+void fk_dequant(FK_ARGS_DQ) {
+#if FK_X86
+    const int l = fk_simd_level();
+    if (l >= 2 && fk__dequant_avx512(W, r0, rows, c0, cols, out, ldo)) return;
+    if (l >= 1) { fk__dequant_avx2(W, r0, rows, c0, cols, out, ldo); return; }
+#endif
+    fk__dequant_gen(W, r0, rows, c0, cols, out, ldo);
+}
+
+void fk_softmax_rows(float *x, long rows, long n, long ld) { fk__softmax_rows_gen(x, rows, n, ld); }
+
+/// Every row count takes the Q8 route (each activation row is quantized on its own, so a
+/// prefill row gets exactly the result a decode step would).
+int fk_qgemm_nt_q8(FK_ARGS_Q) {
+    if (M <= 0 || N <= 0) return 1;
+    if (K <= 0 || K % 32 != 0 || W->block_cols % 32 != 0) {
+        fk_qgemm_nt(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
+        return 0;
+    }
+    const int l = fk_simd_level();
+    const int vnni = FK_X86 && l >= 2 && fk_cpu_has_vnni();
+    const long nb = K / 32;
+    // Layout of the scratch: xc (32-byte aligned int32 [M, nb, 8]), xd, xs, then xq.
+    const size_t xcBytes = (size_t)(M * nb * 8) * sizeof(int32_t), fBytes = (size_t)(M * nb) * sizeof(float);
+    char *buf = ck_scratch(3, xcBytes + 2 * fBytes + (size_t)(M * K));
+    if (!buf) {
+        fk_qgemm_nt(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
+        return 0;
+    }
+    int32_t *xc = (int32_t *)buf;
+    float *xd = (float *)(buf + xcBytes), *xs = xd + M * nb;
+    int8_t *xq = (int8_t *)(xs + M * nb);
+    for (long m = 0; m < M; m++) {
+#if FK_X86
+        const int ok = l >= 1 ? fk__q8_quantize_avx2(K, A + m * lda, xq + m * K, xd + m * nb, xs + m * nb)
+                              : fk__q8_quantize_gen(K, A + m * lda, xq + m * K, xd + m * nb, xs + m * nb);
+#else
+        const int ok = fk__q8_quantize_gen(K, A + m * lda, xq + m * K, xd + m * nb, xs + m * nb);
+#endif
+        if (!ok) {  // an inf or NaN activation: the fp32 route propagates it as the graph does
+            fk_qgemm_nt(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
+            return 0;
+        }
+    }
+#if FK_X86
+    if (vnni) {
+        memset(xc, 0, xcBytes);
+        for (long i = 0; i < M * nb; i++) xc[i * 8] = -128 * (int32_t)xs[i];
+        fk__q8_gemv_vnni(M, N, K, xq, xd, xs, xc, W, n0, C, ldc, bias, acc);
+        return 1;
+    }
+    if (l >= 1) {
+        fk__q8_gemv_avx2(M, N, K, xq, xd, xs, NULL, W, n0, C, ldc, bias, acc);
+        return 1;
+    }
+#endif
+    (void)vnni;
+    fk__q8_gemv_gen(M, N, K, xq, xd, xs, NULL, W, n0, C, ldc, bias, acc);
+    return 1;
+}

@@ -1,0 +1,109 @@
+// Level 1 of CKernels (see include/CKernels.h): the bodies of ck_bodies.h compiled inside
+// `target("avx2,fma,f16c")` functions (x86-64 only; no compiler flags), fp16 scales widened
+// with F16C. Dispatch.c calls these when the CPU has AVX2 + FMA + F16C, and for the shapes
+// the level-2 bodies leave alone.
+#include "ck_bodies.h"
+
+#if FK_X86
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+static AVX2 void h2f_row_f16c(const uint16_t *h, float *f, long n) {
+    long i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) f[i] = _cvtsh_ss(h[i]);
+}
+
+AVX2 void fk__sgemm_nt_avx2(FK_ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+AVX2 void fk__sgemm_nn_avx2(FK_ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+AVX2 void fk__qgemm_nt_avx2(FK_ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc, h2f_row_f16c); }
+AVX2 void fk__dequant_avx2(FK_ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo, h2f_row_f16c); }
+#endif
+
+// MARK: - Q8 route: int8 activations × int8 weights
+
+#if FK_X86
+AVX2 int fk__q8_quantize_avx2(long K, const float *x, int8_t *q, float *d, float *qs) { return q8_quantize_body(K, x, q, d, qs); }
+
+/// Activation blocks whose combined scales s_w·d_x are computed at once.
+#define Q8_CHUNK 64
+
+/// `nr` (≤ 4) weight rows from absolute row `n` against one quantized activation row: per
+/// block of 32, vpmaddubsw(|w|, sign(x, w)) (pairs of u8·s8 products in int16; |w| ≤ 128 and
+/// |x| ≤ 127, so a pair stays below 2^15 and nothing saturates, w = −128 included), vpmaddwd
+/// with ones (int32 per 4), converted and added to the row total by one FMA with the block's
+/// s_w·d_x. Weights prefetched PF_BYTES ahead into L2, as the fp32 route.
+static inline __attribute__((always_inline)) AVX2 void q8_rows_avx2(const int nr, long K, const int8_t *xq,
+                                                                    const float *xd, const float *xs, const fk_qmatrix *W,
+                                                                    long n, float *y, const float *bias, int acc) {
+    const long nb = K / 32, per = W->block_cols / 32;
+    const int8_t *q[4];
+    long srow[4];
+    for (int r = 0; r < nr; r++) {
+        q[r] = W->data + (n + r) * W->ld;
+        srow[r] = ((n + r) / W->block_rows) * W->scale_ld;
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 t[4];
+    float corr[4] = {0, 0, 0, 0};
+    for (int r = 0; r < nr; r++) t[r] = _mm256_setzero_ps();
+    float ss[4][Q8_CHUNK];
+    for (long b0 = 0; b0 < nb; b0 += Q8_CHUNK) {
+        const long nbk = lmin(Q8_CHUNK, nb - b0);
+        for (int r = 0; r < nr; r++) q8_block_scales(W, srow[r], per, b0, nbk, xd, ss[r]);
+        if (W->offset)
+            for (int r = 0; r < nr; r++)
+                for (long i = 0; i < nbk; i++) corr[r] += ss[r][i] * W->offset[srow[r] + (b0 + i) / per] * xs[b0 + i];
+        for (long b = b0; b < b0 + nbk; b++) {
+            if (((b * 32) & 63) == 0)
+                for (int r = 0; r < nr; r++) __builtin_prefetch(q[r] + b * 32 + PF_BYTES, 0, PF_LOC);
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + b * 32));
+            for (int r = 0; r < nr; r++) {
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(q[r] + b * 32));
+                const __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+                const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                t[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(ss[r][b - b0]), t[r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++) {
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(t[r]), _mm256_extractf128_ps(t[r], 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        float v = _mm_cvtss_f32(h) - corr[r];
+        if (bias) v += bias[r];
+        y[r] = acc ? y[r] + v : v;
+    }
+}
+
+static AVX2 void q8_rows4_avx2(long K, const int8_t *xq, const float *xd, const float *xs, const fk_qmatrix *W, long n,
+                               float *y, const float *bias, int acc) {
+    q8_rows_avx2(4, K, xq, xd, xs, W, n, y, bias, acc);
+}
+static AVX2 void q8_rows1_avx2(long K, const int8_t *xq, const float *xd, const float *xs, const fk_qmatrix *W, long n,
+                               float *y, const float *bias, int acc) {
+    q8_rows_avx2(1, K, xq, xd, xs, W, n, y, bias, acc);
+}
+
+AVX2 void fk__q8_gemv_avx2(FK_ARGS_Q8) {
+    (void)xc;
+    const long nb = K / 32;
+    {
+        // The loop prefetches PF_BYTES ahead of each row; start that window now.
+        const char *base = (const char *)(W->data + n0 * W->ld);
+        const long span = lmin(PF_BYTES, N * W->ld);
+        for (long p = 0; p < span; p += 64) __builtin_prefetch(base + p, 0, PF_LOC);
+    }
+    for (long j = 0; j < N;) {
+        const int nr = N - j >= 4 ? 4 : 1;
+        for (long m = 0; m < M; m++) {
+            if (nr == 4)
+                q8_rows4_avx2(K, xq + m * K, xd + m * nb, xs + m * nb, W, n0 + j, C + m * ldc + j, bias ? bias + j : NULL, acc);
+            else
+                q8_rows1_avx2(K, xq + m * K, xd + m * nb, xs + m * nb, W, n0 + j, C + m * ldc + j, bias ? bias + j : NULL, acc);
+        }
+        j += nr;
+    }
+}
+#endif

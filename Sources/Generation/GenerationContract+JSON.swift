@@ -1,0 +1,257 @@
+import Foundation
+import GraphIR
+import Interpreter
+
+/// The `--contract FILE.json` schema (README "Generation contracts"); every key is optional and
+/// overrides what detection found (when detection fails, the keys it could not fill are needed):
+///
+/// ```json
+/// { "function": "main",                       // or "prefill": "prefill", "decode": "decode"
+///   "token_ids": "inputIds",
+///   "positions": {"input": "position_ids"},   // or "from_write_offset", "from_mask_end"
+///   "mask": {"input": "causalMask", "window": "growing", "masked_value": "-inf"},  // or null; window "fixed"; bool masks by dtype
+///   "write_offset": {"input": "cache_offset"},// or "from_mask_shape", {"state": "pos"}
+///   "kv": {"states": ["keyCache", "valueCache"]},  // or {"pairs": [["key_cache", "key_cache_out"]]}
+///   "logits": "logits",
+///   "context_length": 2048,
+///   "static_inputs": ["per_layer_table"] }
+/// ```
+extension GenerationContract {
+    /// Reads a contract file for `model`.
+    /// - Throws: `GenerationError` naming the file and the key that is malformed or missing.
+    public init(contentsOf path: String, model: Model) throws {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw GenerationError("\(path): cannot read the contract file")
+        }
+        let json: JSONValue
+        do { json = try JSONValue.parse(text) } catch { throw GenerationError("\(path): \(error)") }
+        try self.init(json: json, model: model, file: path)
+    }
+
+    public init(json: JSONValue, model: Model, file: String = "contract") throws {
+        func bad(_ key: String, _ expected: String) -> GenerationError {
+            GenerationError("\(file): \"\(key)\" must be \(expected)")
+        }
+        guard case let .object(o) = json else { throw GenerationError("\(file): the contract must be a JSON object") }
+        let known: Set<String> = ["function", "prefill", "decode", "token_ids", "positions", "mask", "write_offset", "kv",
+                                  "logits", "context_length", "static_inputs"]
+        if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) {
+            throw GenerationError("\(file): unknown key \"\(unknown)\" (known: \(known.sorted().joined(separator: ", ")))")
+        }
+        func string(_ k: String) throws -> String? {
+            guard let v = o[k] else { return nil }
+            guard let s = v.stringValue else { throw bad(k, "a string") }
+            return s
+        }
+        // Functions.
+        let fname = try string("function"), pre = try string("prefill"), dec = try string("decode")
+        if (pre == nil) != (dec == nil) { throw GenerationError("\(file): give both \"prefill\" and \"decode\", or neither") }
+        let base: GenerationContract?
+        if let pre, let dec {
+            for n in [pre, dec] where model.program.function(named: n) == nil {
+                throw GenerationError("\(file): no function '\(n)' (the model has: \(model.program.functions.map(\.name).joined(separator: ", ")))")
+            }
+            base = (try? GenerationContract.detect(function: model.program.function(named: dec)!))
+        } else {
+            let n = fname ?? model.defaultFunctionName
+            guard let f = model.program.function(named: n) else {
+                throw GenerationError("\(file): no function '\(n)' (the model has: \(model.program.functions.map(\.name).joined(separator: ", ")))")
+            }
+            base = fname == nil ? (try? GenerationContract.detect(model: model)) : (try? GenerationContract.detect(function: f))
+        }
+        let decodeName = dec ?? fname ?? base?.decodeFunction ?? model.defaultFunctionName
+        let f = model.program.function(named: decodeName)!
+        func input(_ name: String, _ key: String) throws -> String {
+            guard f.inputs.contains(where: { $0.name == name }) else {
+                throw GenerationError("\(file): \"\(key)\": function '\(f.name)' has no input '\(name)'")
+            }
+            return name
+        }
+        var missing: [String] = []
+
+        let tokenIDs = try string("token_ids").map { try input($0, "token_ids") } ?? base?.tokenIDs
+        if tokenIDs == nil { missing.append("token_ids") }
+
+        var mask = base?.mask
+        if let m = o["mask"] {
+            switch m {
+            case .null: mask = nil
+            case let .object(mo):
+                guard let name = mo["input"]?.stringValue else { throw bad("mask", "null or an object with \"input\"") }
+                _ = try input(name, "mask")
+                guard let t = f.inputs.first(where: { $0.name == name })?.type.tensorType else { throw bad("mask", "a tensor input") }
+                let window: Mask.Window
+                switch mo["window"]?.stringValue ?? (t.rank == 4 && t.shape[3].isFixed ? "fixed" : "growing") {
+                case "fixed": window = .fixed
+                case "growing": window = .growing
+                default: throw bad("mask.window", "\"fixed\" or \"growing\"")
+                }
+                var masked: Float = window == .growing ? -.infinity : -1e4
+                switch mo["masked_value"] {
+                case nil: break
+                case let .int(i)?: masked = Float(i)
+                case let .double(d)?: masked = Float(d)
+                case let .string(s)? where s == "-inf": masked = -.infinity
+                default: throw bad("mask.masked_value", "a number or \"-inf\"")
+                }
+                mask = Mask(name: name, dtype: t.dtype, window: window, maskedValue: masked)
+            default: throw bad("mask", "null or an object with \"input\"")
+            }
+        }
+
+        var offset = base?.writeOffset
+        if let w = o["write_offset"] {
+            switch w {
+            case .string("from_mask_shape"): offset = .fromMaskShape
+            case let .object(wo) where wo["input"]?.stringValue != nil: offset = .input(try input(wo["input"]!.stringValue!, "write_offset"))
+            case let .object(wo) where wo["state"]?.stringValue != nil: offset = .state(wo["state"]!.stringValue!)
+            default: throw bad("write_offset", "{\"input\": NAME}, \"from_mask_shape\" or {\"state\": NAME}")
+            }
+        }
+        if offset == nil { missing.append("write_offset") }
+
+        var positions = base?.positions
+        if let p = o["positions"] {
+            switch p {
+            case .string("from_write_offset"): positions = .fromWriteOffset
+            case .string("from_mask_end"): positions = .fromMaskEnd
+            case let .object(po) where po["input"]?.stringValue != nil: positions = .input(try input(po["input"]!.stringValue!, "positions"))
+            default: throw bad("positions", "{\"input\": NAME}, \"from_write_offset\" or \"from_mask_end\"")
+            }
+        }
+        if positions == nil { positions = offset == .fromMaskShape ? .fromMaskEnd : .fromWriteOffset }
+
+        var kv = base?.kv
+        if let k = o["kv"] {
+            if let names = k["states"]?.arrayValue {
+                let n = try names.map { v -> String in
+                    guard let s = v.stringValue, f.stateInputs.contains(where: { $0.name == s }) else {
+                        throw bad("kv.states", "names of state inputs of function '\(f.name)'")
+                    }
+                    return s
+                }
+                let stacked = n.allSatisfy { s in f.stateInputs.first { $0.name == s }?.type.stateWrappedTensor?.rank == 5 }
+                kv = stacked ? .stackedStates(n) : .perLayerStates(n)
+            } else if let pairs = k["pairs"]?.arrayValue {
+                kv = .explicit(try pairs.map { p in
+                    guard let a = p.arrayValue, a.count == 2, let i = a[0].stringValue, let out = a[1].stringValue else {
+                        throw bad("kv.pairs", "a list of [input, output] name pairs")
+                    }
+                    guard f.outputs.contains(where: { $0.name == out }) else {
+                        throw GenerationError("\(file): \"kv.pairs\": function '\(f.name)' has no output '\(out)'")
+                    }
+                    return KVLayout.Pair(input: try input(i, "kv.pairs"), output: out)
+                })
+            } else {
+                throw bad("kv", "{\"states\": [...]} or {\"pairs\": [[input, output], ...]}")
+            }
+        }
+        if kv == nil { missing.append("kv") }
+
+        var logits = base?.logits
+        if let l = try string("logits") {
+            guard f.outputs.contains(where: { $0.name == l }) else { throw GenerationError("\(file): \"logits\": function '\(f.name)' has no output '\(l)'") }
+            logits = l
+        }
+        if logits == nil { missing.append("logits") }
+
+        var ctx = base?.contextLength
+        if let c = o["context_length"] {
+            guard let n = c.intValue, n >= 1 else { throw bad("context_length", "a whole number ≥ 1") }
+            ctx = n
+        }
+        if ctx == nil { missing.append("context_length") }
+
+        var statics = base?.staticInputs ?? []
+        if let s = o["static_inputs"] {
+            guard let a = s.arrayValue else { throw bad("static_inputs", "a list of input names") }
+            statics = try a.map { v in
+                guard let n = v.stringValue else { throw bad("static_inputs", "a list of input names") }
+                return try input(n, "static_inputs")
+            }
+        }
+        guard missing.isEmpty, let tokenIDs, let offset, let positions, let kv, let logits, let ctx else {
+            throw GenerationError("\(file): detection could not fill \(missing.joined(separator: ", ")); give \(missing.count == 1 ? "it" : "them") in the file")
+        }
+        guard let idsType = f.inputs.first(where: { $0.name == tokenIDs })?.type.tensorType else {
+            throw GenerationError("\(file): \"token_ids\" '\(tokenIDs)' is not a tensor input")
+        }
+        let functions: Functions
+        if let pre, let dec {
+            let pt = model.program.function(named: pre)!.inputs.first { $0.name == tokenIDs }?.type.tensorType
+            functions = .prefillDecode(prefill: pre, prefillWidth: pt.map { GenerationContract.width(of: $0, context: ctx) } ?? .fixed(1), decode: dec)
+        } else if fname == nil, let base, case .prefillDecode = base.functions {
+            functions = base.functions
+        } else {
+            functions = .single(f.name, GenerationContract.width(of: idsType, context: ctx))
+        }
+        self.init(tokenIDs: tokenIDs, positions: positions, mask: mask, writeOffset: offset, kv: kv, functions: functions,
+                  logits: logits, contextLength: ctx, staticInputs: statics, source: "file \(file)")
+    }
+
+    /// The contract as the JSON schema above (plus "source" and "recipe"), for `dump --json`.
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["token_ids": .string(tokenIDs), "logits": .string(logits),
+                                      "context_length": .int(contextLength), "source": .string(source),
+                                      "recipe": .string(recipeName),
+                                      "static_inputs": .array(staticInputs.map { .string($0) })]
+        switch functions {
+        case let .single(f, w): o["function"] = .string(f); o["width"] = .string(w.description)
+        case let .prefillDecode(p, w, d):
+            o["prefill"] = .string(p); o["decode"] = .string(d); o["width"] = .string("prefill \(w), decode S = 1")
+        }
+        switch positions {
+        case let .input(n): o["positions"] = .object(["input": .string(n)])
+        case .fromWriteOffset: o["positions"] = .string("from_write_offset")
+        case .fromMaskEnd: o["positions"] = .string("from_mask_end")
+        }
+        if let m = mask {
+            o["mask"] = .object(["input": .string(m.name), "dtype": .string(m.dtype.rawValue),
+                                 "window": .string(m.window == .fixed ? "fixed" : "growing"),
+                                 "masked_value": m.isBoolean ? .null : (m.maskedValue.isInfinite ? .string("-inf") : .double(Double(m.maskedValue)))])
+        } else { o["mask"] = .null }
+        switch writeOffset {
+        case let .input(n): o["write_offset"] = .object(["input": .string(n)])
+        case .fromMaskShape: o["write_offset"] = .string("from_mask_shape")
+        case let .state(n): o["write_offset"] = .object(["state": .string(n)])
+        }
+        switch kv {
+        case let .perLayerStates(n): o["kv"] = .object(["states": .array(n.map { .string($0) }), "layout": .string("per_layer_states")])
+        case let .stackedStates(n): o["kv"] = .object(["states": .array(n.map { .string($0) }), "layout": .string("stacked_states")])
+        case let .explicit(p): o["kv"] = .object(["pairs": .array(p.map { .array([.string($0.input), .string($0.output)]) }), "layout": .string("explicit")])
+        }
+        return .object(o)
+    }
+
+    /// Lines for `dump --summary`.
+    public var summaryLines: [String] {
+        var l = ["generation contract (\(source)): \(recipeName)"]
+        switch functions {
+        case let .single(f, w): l.append("  function: \(f) (\(w))")
+        case let .prefillDecode(p, w, d): l.append("  functions: prefill '\(p)' (\(w)) + decode '\(d)' (S = 1), shared states")
+        }
+        l.append("  token ids: \(tokenIDs)")
+        switch positions {
+        case let .input(n): l.append("  positions: input \(n)")
+        case .fromWriteOffset: l.append("  positions: derived by the graph from the write offset")
+        case .fromMaskEnd: l.append("  positions: derived by the graph from the mask's last dimension")
+        }
+        if let m = mask {
+            let value = m.isBoolean ? "boolean (true attends)" : "additive \(m.dtype), masked \(m.maskedValue.isInfinite ? "-inf" : String(format: "%g", m.maskedValue))"
+            l.append("  mask: \(m.name) \(m.window == .fixed ? "[1, 1, S, \(contextLength)] fixed window" : "[1, 1, S, END] growing, END = past + S"), \(value)")
+        } else { l.append("  mask: none") }
+        switch writeOffset {
+        case let .input(n): l.append("  write offset: input \(n)")
+        case .fromMaskShape: l.append("  write offset: \(mask?.name ?? "mask").shape[-1] - S")
+        case let .state(n): l.append("  write offset: state \(n)")
+        }
+        switch kv {
+        case let .perLayerStates(n): l.append("  KV: \(n.count) per-layer states [1, H, \(contextLength), D]")
+        case let .stackedStates(n): l.append("  KV: stacked states \(n.joined(separator: ", ")) [L, 1, H, \(contextLength), D]")
+        case let .explicit(p): l.append("  KV: explicit inputs/outputs \(p.map { "\($0.input) -> \($0.output)" }.joined(separator: ", "))")
+        }
+        l.append("  logits: \(logits) · context: \(contextLength)")
+        if !staticInputs.isEmpty { l.append("  static inputs (bind once): \(staticInputs.joined(separator: ", "))") }
+        return l
+    }
+}

@@ -1,0 +1,36 @@
+import GraphIR
+
+/// `widen_gather_index`: removes an integer cast that narrows the indices of a `gather` below
+/// the size of its table (coremltools#2222: int32 token ids cast to int16 before an embedding
+/// lookup of more than 32 767 rows wrap to negative ids). The gather reads the uncast int32
+/// indices; the cast is left for `dead_code_elimination`.
+///
+/// ```
+/// before:
+///   tensor<int16, [1, ?]> ids16 = cast(x = input_ids, dtype = "int16")
+///   tensor<fp16, [1, ?, 64]> h = gather(x = table /* [40000, 64] */, indices = ids16, axis = 0)
+/// after:
+///   tensor<fp16, [1, ?, 64]> h = gather(x = table, indices = input_ids, axis = 0)
+/// ```
+/// Casts whose table fits the narrow type (coremltools' own `add_int16_cast` form) are kept.
+public struct WidenGatherIndex: FunctionPass {
+    public static let name = "widen_gather_index"
+    public static let summary = "Drop an int16/int8 cast of gather indices when the table has more rows than the narrow type holds (#2222)."
+    public init() {}
+
+    public func run(on function: Function, in model: Model) throws -> PassResult {
+        var result = PassResult()
+        var gathers: [Op] = []
+        function.body.walk { if $0.type == "gather" { gathers.append($0) } }
+        for g in gathers {
+            guard let ind = g.operand("indices")?.value, let cast = ind.producer, cast.type == "cast",
+                  let dtName = cast.operand("dtype")?.constValue?.stringValue,
+                  let dt = DType(rawValue: dtName), let limit = PatternChecks.narrow[dt],
+                  let x = cast.operand("x")?.value, let xt = x.type.tensorType, xt.dtype == .int32,
+                  let rows = PatternChecks.tableRows(g), rows > limit + 1 else { continue }
+            g.setInput("indices", .value(x))
+            result.count("gather index casts removed")
+        }
+        return result
+    }
+}

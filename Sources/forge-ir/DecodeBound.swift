@@ -1,0 +1,74 @@
+import Dispatch
+import Foundation
+import GraphIR
+import Generation
+
+/// The memory-bandwidth bound of decoding: bytes one decoded token must read (weights as
+/// stored + the live KV cache) over the machine's read bandwidth, measured in the same run.
+struct DecodeBound {
+    /// Bytes read per second by `threads` threads summing one buffer (best of `passes`).
+    static func measureReadBandwidth(bytes: Int = 256 << 20, threads: Int, passes: Int = 3) -> Double {
+        let count = bytes / 8
+        let buf = UnsafeMutablePointer<UInt64>.allocate(capacity: count)
+        defer { buf.deallocate() }
+        for i in 0..<count { buf[i] = UInt64(truncatingIfNeeded: i) } // resident, not the zero page
+        let n = max(threads, 1)
+        var best = 0.0
+        var sink: UInt64 = 0
+        let lock = NSLock()
+        for _ in 0..<passes {
+            let t0 = DispatchTime.now().uptimeNanoseconds
+            DispatchQueue.concurrentPerform(iterations: n) { t in
+                let lo = count * t / n, hi = count * (t + 1) / n
+                var a = SIMD8<UInt64>(), i = lo
+                let raw = UnsafeRawPointer(buf)
+                while i + 8 <= hi {
+                    a &+= raw.loadUnaligned(fromByteOffset: i * 8, as: SIMD8<UInt64>.self)
+                    i += 8
+                }
+                var s = a.wrappedSum()
+                while i < hi { s &+= buf[i]; i += 1 }
+                lock.lock(); sink &+= s; lock.unlock()
+            }
+            let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
+            best = max(best, Double(count * 8) / dt)
+        }
+        if sink == 42 { FileHandle.standardError.write(Data()) } // keep the sum alive
+        return best
+    }
+
+    /// Weight bytes as stored that one decode call reads: every `const` tensor of the decode
+    /// function (constexpr operands included: int4/int8 data and their scales), except that a
+    /// table read only through `gather` (an embedding) counts one row.
+    static func weightBytesPerToken(_ model: Model, function name: String) -> Int {
+        guard let f = model.program.function(named: name) else { return 0 }
+        var users: [ObjectIdentifier: [Op]] = [:]
+        f.body.walk { op in for v in op.operandValues { users[ObjectIdentifier(v), default: []].append(op) } }
+        var total = 0
+        // Immediate tensors bound inline (iOS 18 constexpr operands), as stored.
+        f.body.walk { op in
+            for input in op.inputs {
+                for case let .constant(c) in input.operands {
+                    if let t = c.type.tensorType, let n = t.elementCount, n >= 256 { total += t.dtype.byteCount(elements: n) }
+                }
+            }
+        }
+        f.body.walk { op in
+            guard op.type == "const", let out = op.outputs.first, let t = out.type.tensorType, let n = t.elementCount, n >= 256 else { return }
+            let bytes = t.dtype.byteCount(elements: n)
+            // Through a constexpr (dequantization) to the ops that read the weight.
+            func readers(_ v: Value) -> [(Op, Value)] {
+                (users[ObjectIdentifier(v)] ?? []).flatMap { op -> [(Op, Value)] in
+                    op.type.hasPrefix("constexpr_") && op.outputs.count == 1 ? readers(op.outputs[0]) : [(op, v)]
+                }
+            }
+            let u = readers(out)
+            if !u.isEmpty, u.allSatisfy({ $0.0.type == "gather" && $0.0.operand("x")?.value === $0.1 }), let rows = t.shape.first?.fixedValue, rows > 0 {
+                total += bytes / rows
+            } else {
+                total += bytes
+            }
+        }
+        return total
+    }
+}

@@ -1,0 +1,212 @@
+"""Run harvested coremltools op-test cases through `forge-ir run` and judge them.
+
+    tools/.venv/bin/python tools/conformance/judge.py --cases tools/conformance/.work/cases \
+        --forge .build/debug/forge-ir [--jobs 2] [--out tools/conformance/.work] [--filter SUBSTR]
+
+Each case (see harvest_plugin.py) is run as `forge-ir run model.mlpackage --inputs inputs.npz
+--out DIR` (stateful cases chain `--state-in/--state-out` across the calls of one test, states
+starting from zeros). It passes when every expected output exists, has the expected shape
+(coremltools' compare_shapes: expected () may come back as (1,)) and is allclose at the test's
+own atol/rtol — widened as coremltools' compare_backend widens them for fp16 models or compute
+units other than CPU_ONLY: atol = max(100·atol, 0.5), rtol = max(100·rtol, 0.05) — with at most
+the test's allow_mismatch_ratio of elements outside.
+
+A negative case (the test wraps the prediction in pytest.raises: invalid indices and the like)
+passes when forge-ir refuses it or its values differ from the given ones.
+
+Writes <out>/results.json (one record per case) and <out>/table.md (per op type: cases that
+contain it, passed; const and the cast ops the fp16 conversion inserts are not counted as ops
+under test), and prints the overall figure.
+"""
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+
+
+def tolerances(meta):
+    atol, rtol = meta["atol"], meta["rtol"]
+    if meta["precision"] == "fp16" or meta.get("compute_unit", "CPU_ONLY") != "CPU_ONLY":
+        atol, rtol = max(atol * 100.0, 5e-1), max(rtol * 100.0, 5e-2)
+    return atol, rtol
+
+
+def judge_outputs(meta, outdir):
+    atol, rtol = tolerances(meta)
+    expected = np.load(os.path.join(meta["_dir"], "expected.npz"))
+    worst = None
+    for name in expected.files:
+        exp = expected[name]
+        path = os.path.join(outdir, name + ".npy")
+        if not os.path.exists(path):
+            return "error", "output %s not written" % name
+        got = np.load(path)
+        if meta.get("also_compare_shapes", True):
+            if not (exp.shape == () and got.shape == (1,)) and got.shape != exp.shape:
+                return "mismatch", "%s: shape %s, expected %s" % (name, list(got.shape), list(exp.shape))
+        if exp.dtype.kind in "US" or exp.dtype == object:
+            return "error", "%s: string output not compared" % name
+        try:
+            g = got.astype(np.float64).reshape(exp.shape)
+        except ValueError:
+            return "mismatch", "%s: %d values, expected %d" % (name, got.size, exp.size)
+        e = exp.astype(np.float64)
+        close = np.isclose(g, e, atol=atol, rtol=rtol)
+        bad = int(np.sum(~close))
+        if bad and bad / max(1, e.size) > meta.get("allow_mismatch_ratio", 0.0):
+            with np.errstate(invalid="ignore"):
+                err = np.abs(g - e)
+            err = np.where(np.isnan(err), np.inf, err)
+            i = int(np.argmax(err))
+            worst = "%s: %d/%d values off (max |err| %.3g at flat %d: got %.6g expected %.6g; atol %g rtol %g)" % (
+                name, bad, e.size, float(err.flat[i]), i, float(g.flat[i]), float(e.flat[i]), atol, rtol)
+            return "mismatch", worst
+    return "pass", None
+
+
+def run_case(meta, forge, state_dir=None, first=True, precision=None):
+    d = meta["_dir"]
+    with tempfile.TemporaryDirectory(prefix="forgeconf_") as tmp:
+        out = os.path.join(tmp, "out")
+        cmd = [forge, "run", os.path.join(d, "model.mlpackage"), "--inputs", os.path.join(d, "inputs.npz"), "--out", out]
+        if precision:
+            cmd += ["--precision", precision]
+        if state_dir is not None:
+            if not first:
+                cmd += ["--state-in", state_dir]
+            cmd += ["--state-out", state_dir]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            return "error", "timeout (120 s)"
+        if p.returncode != 0:
+            msg = (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]
+            if p.returncode < 0:
+                return "crash", "signal %d: %s" % (-p.returncode, msg)
+            kind = "no_kernel" if "no kernel" in msg else "error"
+            return kind, msg
+        return judge_outputs(meta, out)
+
+
+def ops_under_test(meta):
+    ops = [t for t in meta.get("op_types", []) if t != "const"]
+    core = sorted(set(t for t in ops if t != "cast"))
+    return core or sorted(set(ops)) or ["const"]
+
+
+def negative_tests(root):
+    """Tests that wrap the prediction in pytest.raises (they expect Core ML to refuse the case
+    or to differ from the given outputs): under the recorder they fail with "DID NOT RAISE"."""
+    path = os.path.join(os.path.dirname(os.path.abspath(root)), "pytest_outcomes.jsonl")
+    neg = set()
+    if os.path.exists(path):
+        for line in open(path):
+            r = json.loads(line)
+            if r.get("outcome") == "failed" and "DID NOT RAISE" in r.get("message", ""):
+                neg.add(r["test"])
+    return neg
+
+
+def load_cases(root, filt):
+    cases = []
+    neg = negative_tests(root)
+    for cid in sorted(os.listdir(root)):
+        p = os.path.join(root, cid, "case.json")
+        if not os.path.exists(p):
+            continue
+        with open(p) as f:
+            meta = json.load(f)
+        meta["_dir"] = os.path.join(root, cid)
+        meta["negative"] = meta["test"] in neg
+        if filt and filt not in meta["test"] and not any(filt == o for o in meta.get("op_types", [])):
+            continue
+        cases.append(meta)
+    return cases
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--forge", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--filter", default=None)
+    ap.add_argument("--precision", default="fp16",
+                    help="forge-ir --precision for every case (default fp16: fp16-typed values are stored as fp16, "
+                         "as the tests' expected values show Core ML does; fp32-only programs are unaffected)")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args()
+    cases = load_cases(a.cases, a.filter)
+    chains = collections.defaultdict(list)
+    singles = []
+    for m in cases:
+        if m.get("unsupported"):
+            m["status"], m["detail"] = "not_run", m["unsupported"]
+        elif m.get("state_chain"):
+            chains[m["state_chain"]].append(m)
+        else:
+            singles.append(m)
+
+    def do_single(m):
+        m["status"], m["detail"] = run_case(m, a.forge, precision=a.precision)
+        if m["negative"]:
+            # the test expects an error or a mismatch: forge-ir refusing or differing passes it
+            if m["status"] in ("error", "mismatch", "no_kernel"):
+                m["status"], m["detail"] = "pass", "negative case: %s (%s)" % (m["status"], m["detail"])
+            elif m["status"] == "pass":
+                m["status"], m["detail"] = "mismatch", "negative case: the test expects an error or different values"
+
+    def do_chain(ms):
+        ms.sort(key=lambda m: m["call"])
+        with tempfile.TemporaryDirectory(prefix="forgeconf_state_") as sd:
+            for i, m in enumerate(ms):
+                m["status"], m["detail"] = run_case(m, a.forge, state_dir=sd, first=(i == 0), precision=a.precision)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
+        futs = [ex.submit(do_single, m) for m in singles] + [ex.submit(do_chain, ms) for ms in chains.values()]
+        for f in futs:
+            f.result()
+
+    run = [m for m in cases if m["status"] != "not_run"]
+    passed = [m for m in run if m["status"] == "pass"]
+    per_op = collections.OrderedDict()
+    for m in run:
+        for op in ops_under_test(m):
+            row = per_op.setdefault(op, {"cases": 0, "pass": 0, "fail": collections.Counter()})
+            row["cases"] += 1
+            if m["status"] == "pass":
+                row["pass"] += 1
+            else:
+                row["fail"][m["status"]] += 1
+    pct = 100.0 * len(passed) / max(1, len(run))
+    lines = ["| op | cases | pass | failing (kind) |", "|---|--:|--:|---|"]
+    for op in sorted(per_op):
+        r = per_op[op]
+        fails = ", ".join("%s %d" % (k, v) for k, v in sorted(r["fail"].items()))
+        lines.append("| `%s` | %d | %d | %s |" % (op, r["cases"], r["pass"], fails))
+    lines.append("| **all** | **%d** | **%d (%.1f %%)** | |" % (len(run), len(passed), pct))
+    not_run = collections.Counter(m["detail"].split(":")[0] for m in cases if m["status"] == "not_run")
+    summary = "conformance: %d/%d cases pass (%.2f %%); %d recorded cases not run (%s)" % (
+        len(passed), len(run), pct, sum(not_run.values()), ", ".join("%s: %d" % kv for kv in not_run.items()) or "none")
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "results.json"), "w") as f:
+            json.dump([{k: v for k, v in m.items() if k != "_dir"} for m in cases], f, indent=1)
+        with open(os.path.join(a.out, "table.md"), "w") as f:
+            f.write("\n".join(lines) + "\n\n" + summary + "\n")
+    if not a.quiet:
+        print("\n".join(lines))
+        fails = [m for m in run if m["status"] != "pass"]
+        for m in fails:
+            print("FAIL %-9s %s %s\n     %s" % (m["status"], m["id"], m["test"], m["detail"]))
+    print(summary)
+
+
+if __name__ == "__main__":
+    main()

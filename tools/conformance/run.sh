@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Conformance of forge-ir against coremltools' own MIL op unit tests (iOS14…iOS18).
+#
+#   bash tools/conformance/run.sh [--per-test N] [--no-harvest] [--sample]
+#
+# 1. harvest: runs the installed coremltools wheel's op tests under pytest with a recorder in
+#    place of the Core ML prediction (tools/conformance/harvest_plugin.py) → one case folder per
+#    prediction in tools/conformance/.work/cases (ignored by git; ~20-40 min on 2 busy cores);
+# 2. judge: runs every case through `forge-ir run` and compares at the tests' tolerances →
+#    tools/conformance/.work/{results.json,table.md};
+# 3. --sample: refreshes the committed CI sample models-ir/conformance/ from the results.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=tools/.venv/bin/python
+WORK=tools/conformance/.work
+PER_TEST=6
+HARVEST=1
+SAMPLE=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --per-test) PER_TEST="$2"; shift 2 ;;
+    --no-harvest) HARVEST=0; shift ;;
+    --sample) SAMPLE=1; shift ;;
+    *) echo "usage: bash tools/conformance/run.sh [--per-test N] [--no-harvest] [--sample]" >&2; exit 64 ;;
+  esac
+done
+swift build --product forge-ir >/dev/null
+FORGE=$(swift build --show-bin-path)/forge-ir
+if [ "$HARVEST" = 1 ]; then
+  "$PY" tools/conformance/harvest.py --out "$WORK" --per-test "$PER_TEST" --jobs 2
+fi
+"$PY" tools/conformance/judge.py --cases "$WORK/cases" --forge "$FORGE" --out "$WORK" --jobs 2
+if [ "$SAMPLE" = 1 ]; then
+  "$PY" tools/conformance/sample.py --results "$WORK/results.json" --cases "$WORK/cases"
+fi
