@@ -1,4 +1,5 @@
 import Foundation
+import GraphIR
 import Tokenizers
 
 /// The tokenizer, its `tokenizer_config.json` and the chat template as `generate` uses them.
@@ -16,7 +17,12 @@ struct TextCodec {
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), isDir.boolValue {
             path = (path as NSString).appendingPathComponent("tokenizer.json")
         }
-        return TextCodec(tokenizer: try Tokenizer(path: path), path: path, config: try TokenizerConfig.beside(tokenizerFile: path))
+        // A regular file of at most 512 MiB (a FIFO or device is refused, never read).
+        let data: Data
+        do { data = try SafeFile.read(path, limit: min(512 << 20, MemoryBudget.limit)) } catch let f as SafeFile.Failure {
+            throw TokenizerError.unreadable(file: path, reason: f.reason)
+        }
+        return TextCodec(tokenizer: try Tokenizer(data: data, file: path), path: path, config: try TokenizerConfig.beside(tokenizerFile: path))
     }
 
     /// End-of-text tokens the tokenizer defines (`<|endoftext|>`, `<eos>`, `</s>`) stop generation.

@@ -36,9 +36,6 @@ final class NPZHostileTests: XCTestCase {
         XCTAssertThrowsError(try NPZ.decode(try data("npz_deflate_bomb.npz"), name: "c")) { e in
             XCTAssertTrue("\(e)".contains("memory budget"), "\(e)")
         }
-        MemoryBudget.limit = 384 << 20   // the 64 Mi uint8 values widen to 4-byte elements: 256 MiB
-        let bomb = try NPZ.decode(try data("npz_deflate_bomb.npz"), name: "c")
-        XCTAssertEqual(bomb["x"]?.shape, [64 << 20])
         XCTAssertThrowsError(try NPY.decode(try data("npy_huge_shape.npy"), name: "d"))
     }
 

@@ -19,6 +19,7 @@ let workDir: String = {
 public func fuzzModelLoader(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let bytes = UnsafeRawBufferPointer(start: start, count: count)
     guard count >= 4 else { return 0 }
+    MemoryBudget.limit = 256 << 20
     let n = Int(bytes.loadUnaligned(as: UInt32.self).littleEndian)
     let specEnd = min(count, 4 + n)
     let spec = Data(bytes[4..<specEnd])
