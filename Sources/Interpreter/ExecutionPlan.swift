@@ -422,6 +422,11 @@ public final class ExecutionPlan {
                 } else if !step.blocks.isEmpty {
                     results = try ControlFlow.run(step, plan: self, slots: &slots)
                 } else {
+                    // A control-flow op that lost its blocks has neither blocks nor a kernel.
+                    guard let kernel = step.kernel else {
+                        throw KernelError(OpRegistry.schema(step.op.type)?.isControlFlow == true
+                                          ? "\(step.op.type) has no nested blocks to run" : "no kernel for \(step.op.type)")
+                    }
                     var flat: [RuntimeValue] = []
                     flat.reserveCapacity(step.inputBounds[step.inputBounds.count - 1])
                     for (_, refs) in step.inputs {
@@ -432,12 +437,12 @@ public final class ExecutionPlan {
                     if pool.tracking { pool.currentOp = step.op.type }
                     if profile != nil {
                         let t0 = DispatchTime.now().uptimeNanoseconds
-                        results = try step.kernel!(inv)
+                        results = try kernel(inv)
                         let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
                         let old = profile![step.op.type] ?? (0, 0)
                         profile![step.op.type] = (old.seconds + dt, old.calls + 1)
                     } else {
-                        results = try step.kernel!(inv)
+                        results = try kernel(inv)
                     }
                 }
             } catch let e as KernelError {

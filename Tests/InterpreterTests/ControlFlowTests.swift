@@ -26,6 +26,18 @@ final class ControlFlowTests: XCTestCase {
         XCTAssertEqual(try plan.run(inputs: ["x": xs, "p": Tensor(shape: [], bools: [false])])["y"]?.floats, [1, 4, 9])
     }
 
+    /// A `cond` that lost its blocks (a mutated file; found by FuzzRun) is a typed error when it
+    /// runs, never a trap.
+    func testCondWithoutBlocksIsAnError() throws {
+        let p = Value(name: "p", type: .scalar(.bool)), y = Value(name: "y", type: .tensor(.fp32, [3]))
+        let cond = Op(type: "cond", inputs: [OpInput(name: "pred", operands: [.value(p)])], outputs: [y], blocks: [])
+        let f = Function(name: "main", inputs: [p], opset: "CoreML8", body: Block(operations: [cond], outputs: [y]))
+        guard let plan = try? ExecutionPlan(function: f) else { return }   // refused while planning: also fine
+        XCTAssertThrowsError(try plan.run(inputs: ["p": Tensor(shape: [], bools: [true])])) { e in
+            XCTAssertTrue("\(e)".contains("cond has no nested blocks"), "\(e)")
+        }
+    }
+
     /// (i, acc) = while i < 5: (i + 1, acc * 2)  → acc = x · 2^5
     func testWhileLoop() throws {
         let x = Value(name: "x", type: .tensor(.fp32, [2]))
