@@ -181,7 +181,7 @@ final class MatmulKernelTests: XCTestCase {
 
     /// The `fk_qmatrix` of `q` with fp32 scales, or with its scales as fp16 bits (`scale_h`;
     /// the test scales are fp16-exact, so both describe the same matrix).
-    func withQMatrix<R>(_ q: QuantizedTensor, half: Bool, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
+    static func withQMatrix<R>(_ q: QuantizedTensor, half: Bool, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
         let l = try XCTUnwrap(QuantizedGEMM.layout(q))
         let bits = q.scale.map { Float16($0).bitPattern }
         XCTAssertEqual(bits.map { Float(Float16(bitPattern: $0)) }, q.scale, "test scales must be fp16-exact")
@@ -224,7 +224,7 @@ final class MatmulKernelTests: XCTestCase {
                             let n0 = m % 3 == 0 ? 0 : min(n - 1, 1 + m % 5)
                             let useBias = m % 2 == 0
                             var got = c0
-                            try withQMatrix(q, half: half) { w in
+                            try Self.withQMatrix(q, half: half) { w in
                                 a.withUnsafeBufferPointer { ap in
                                     bias.withUnsafeBufferPointer { bp in
                                         got.withUnsafeMutableBufferPointer { cp in
@@ -263,7 +263,7 @@ final class MatmulKernelTests: XCTestCase {
                         let rows = n - r0, cols = k - c0, ldo = cols + 2
                         for half in [false, true] {
                             var got = [Float](repeating: -7777, count: rows * ldo)  // the gaps stay untouched
-                            try withQMatrix(q, half: half) { w in
+                            try Self.withQMatrix(q, half: half) { w in
                                 got.withUnsafeMutableBufferPointer { o in fk_dequant(w, r0, rows, c0, cols, o.baseAddress!, ldo) }
                             }
                             var want = got

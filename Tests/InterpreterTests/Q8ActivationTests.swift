@@ -75,7 +75,7 @@ final class Q8ActivationTests: XCTestCase {
                         for half in [false, true] {
                             var got = [Float](repeating: 0, count: m * n)
                             var route: Int32 = -1
-                            try withMatrix(q, half: half) { w in
+                            try MatmulKernelTests.withQMatrix(q, half: half) { w in
                                 a.withUnsafeBufferPointer { ap in
                                     got.withUnsafeMutableBufferPointer { cp in
                                         if let bias {
@@ -141,7 +141,7 @@ final class Q8ActivationTests: XCTestCase {
                 if poison { a[40] = .infinity }
                 var got = [Float](repeating: 0, count: n), want = got
                 var route: Int32 = -1
-                try withMatrix(q, half: true) { w in
+                try MatmulKernelTests.withQMatrix(q, half: true) { w in
                     a.withUnsafeBufferPointer { ap in
                         got.withUnsafeMutableBufferPointer { route = fk_qgemm_nt_q8(1, n, k, ap.baseAddress!, k, w, 0, $0.baseAddress!, n, nil, 0) }
                         want.withUnsafeMutableBufferPointer { fk_qgemm_nt(1, n, k, ap.baseAddress!, k, w, 0, $0.baseAddress!, n, nil, 0) }
@@ -149,24 +149,6 @@ final class Q8ActivationTests: XCTestCase {
                 }
                 XCTAssertEqual(route, 0, "level \(level) \(n)x\(k) \(ss) inf \(poison): expected the fp32 fallback")
                 XCTAssertEqual(got.map(\.bitPattern), want.map(\.bitPattern), "level \(level) \(n)x\(k) \(ss) inf \(poison)")
-            }
-        }
-    }
-    /// The C view of `q` with its fp32 scales, or (half) the same scales as fp16 bits.
-    func withMatrix<R>(_ q: QuantizedTensor, half: Bool, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
-        let l = try XCTUnwrap(QuantizedGEMM.layout(q))
-        let bits = q.scale.map { Float16($0).bitPattern }
-        XCTAssertEqual(bits.map { Float(Float16(bitPattern: $0)) }, q.scale, "test scales must be fp16-exact")
-        return try q.data.withUnsafeBufferPointer { d in
-            try q.scale.withUnsafeBufferPointer { s in
-                try bits.withUnsafeBufferPointer { h in
-                    try MatmulKernels.withOptionalBase(q.offset) { o in
-                        var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: half ? nil : s.baseAddress, offset: o,
-                                           block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD,
-                                           scale_h: half ? h.baseAddress : nil)
-                        return try body(&m)
-                    }
-                }
             }
         }
     }
