@@ -255,12 +255,14 @@ public final class BufferPool {
             stats.foreignByOp[origin[base] ?? "?", default: 0] += 1
             known.insert(base)
         }
-        var list = table[n] ?? []
-        guard list.count < perSizeLimit else { return }
-        // The same storage released twice (a value and a view sharing it): keep one.
-        if list.contains(where: { $0.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) } == base }) { return }
-        list.append(a)
-        table[n] = list
+        // Read in place, then append in place (a local copy of the list would make the append
+        // copy the whole list: one allocation per released value).
+        if let list = table[n] {
+            guard list.count < perSizeLimit else { return }
+            // The same storage released twice (a value and a view sharing it): keep one.
+            if list.contains(where: { $0.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) } == base }) { return }
+        }
+        table[n, default: []].append(a)
     }
 
     /// Ends a run: free buffers of sizes not asked for during it are kept only up to

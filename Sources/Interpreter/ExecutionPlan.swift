@@ -45,6 +45,9 @@ public final class ExecutionPlan {
         /// Input names and the offsets of their operands in a flat list (``KernelInvocation``).
         let inputNames: [String]
         let inputBounds: [Int]
+        /// Precomputed for the run loop: a `const` op, and the dtype of each output.
+        let isConstOp: Bool
+        let outputDTypes: [DType?]
 
         init(op: Op, kernel: Kernel?, inputs: [(name: String, refs: [Ref])], outputSlots: [Int], release: [Int],
              isConstant: Bool, blocks: [BlockPlan], fusedStateWrite: Bool = false) {
@@ -56,6 +59,8 @@ public final class ExecutionPlan {
             self.isConstant = isConstant
             self.blocks = blocks
             self.fusedStateWrite = fusedStateWrite
+            isConstOp = op.type == "const"
+            outputDTypes = op.outputs.map { $0.type.tensorType?.dtype }
             var b = [0]
             for (_, refs) in inputs { b.append(b[b.count - 1] + refs.count) }
             (inputNames, inputBounds) = Step.interned(inputs.map(\.name), b)
@@ -105,6 +110,8 @@ public final class ExecutionPlan {
     var selectedRows: [String: Int] = [:]
     /// Slots read by at least one consumer that cannot take a ``QuantizedTensor``.
     var needsDense = Set<Int>()
+    /// ``needsDense`` by slot (built once the plan is complete; read by the run loop).
+    var needsDenseSlot: [Bool] = []
 
     /// Steps fused at plan time, by kind (`attention`, `state_write`), for tests and `--profile`.
     public var fusions: [String: Int] {
@@ -204,6 +211,7 @@ public final class ExecutionPlan {
         findHalfViewConstants()
         constantCache = Array(repeating: nil, count: constants.count)
         constantOpCache = Array(repeating: nil, count: slotCount)
+        needsDenseSlot = (0..<slotCount).map { needsDense.contains($0) }
         slotOf = [:]  // only needed while building
         constantSlots = []
     }
@@ -406,13 +414,15 @@ public final class ExecutionPlan {
     }
 
     func execute(_ plan: BlockPlan, slots: inout [RuntimeValue?]) throws {
+        // One operand list for every step (emptied, its storage kept, once the kernel is done).
+        var flat: [RuntimeValue] = []
         for step in plan.steps {
             if step.isConstant, step.outputSlots.isEmpty || constantOpCache[step.outputSlots[0]] != nil {
                 continue
             }
             let results: [RuntimeValue]
             do {
-                if step.op.type == "const" {
+                if step.isConstOp {
                     guard let val = step.op.attribute("val") else { throw KernelError("const without val") }
                     if halfViewSlots.contains(step.outputSlots[0]), let view = try ConstConversion.halfView(val) {
                         results = [view]
@@ -427,13 +437,13 @@ public final class ExecutionPlan {
                         throw KernelError(OpRegistry.schema(step.op.type)?.isControlFlow == true
                                           ? "\(step.op.type) has no nested blocks to run" : "no kernel for \(step.op.type)")
                     }
-                    var flat: [RuntimeValue] = []
-                    flat.reserveCapacity(step.inputBounds[step.inputBounds.count - 1])
+                    flat.removeAll(keepingCapacity: true)
                     for (_, refs) in step.inputs {
                         for r in refs { flat.append(try resolve(r, slots: slots)) }
                     }
                     let inv = KernelInvocation(op: step.op, precision: precision, int8Activations: int8Activations, names: step.inputNames,
                                                bounds: step.inputBounds, flat: flat)
+                    defer { flat.removeAll(keepingCapacity: true) }
                     if pool.tracking { pool.currentOp = step.op.type }
                     if profile != nil {
                         let t0 = DispatchTime.now().uptimeNanoseconds
@@ -453,10 +463,10 @@ public final class ExecutionPlan {
             }
             for (i, (r, s)) in zip(results, step.outputSlots).enumerated() {
                 var r = r
-                if case let .quantized(q) = r, needsDense.contains(s) {
+                if case let .quantized(q) = r, s < needsDenseSlot.count ? needsDenseSlot[s] : needsDense.contains(s) {
                     r = .tensor(q.dequantize())
                 }
-                if case var .tensor(t) = r, let dt = step.op.outputs[i].type.tensorType?.dtype {
+                if case var .tensor(t) = r, let dt = step.outputDTypes[i] {
                     t.dtype = dt
                     if precision == .fp16 || step.isConstant { Rounding.toStorage(&t) }
                     r = .tensor(t)
