@@ -94,7 +94,19 @@ void fk_dequant(FK_ARGS_DQ) {
     fk__dequant_gen(W, r0, rows, c0, cols, out, ldo);
 }
 
-void fk_softmax_rows(float *x, long rows, long n, long ld) { fk__softmax_rows_gen(x, rows, n, ld); }
+void fk_softmax_rows(float *x, long rows, long n, long ld) {
+#if FK_X86
+    if (fk_simd_level() >= 1) { fk__softmax_rows_avx2(x, rows, n, ld); return; }
+#endif
+    fk__softmax_rows_gen(x, rows, n, ld);
+}
+
+void fk_gelu_erf(const float *x, float *y, long n) {
+#if FK_X86
+    if (fk_simd_level() >= 1) { fk__gelu_erf_avx2(x, y, n); return; }
+#endif
+    fk__gelu_erf_gen(x, y, n);
+}
 
 /// Every row count takes the Q8 route (each activation row is quantized on its own, so a
 /// prefill row gets exactly the result a decode step would).

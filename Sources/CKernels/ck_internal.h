@@ -46,6 +46,7 @@ FK_HIDDEN void fk__sgemm_nn_gen(FK_ARGS_NT);
 FK_HIDDEN void fk__qgemm_nt_gen(FK_ARGS_Q);
 FK_HIDDEN void fk__dequant_gen(FK_ARGS_DQ);
 FK_HIDDEN void fk__softmax_rows_gen(float *x, long rows, long n, long ld);
+FK_HIDDEN void fk__gelu_erf_gen(const float *x, float *y, long n);
 FK_HIDDEN int fk__q8_quantize_gen(long K, const float *x, int8_t *q, float *d, float *qs);
 FK_HIDDEN void fk__q8_gemv_gen(FK_ARGS_Q8);
 
@@ -56,6 +57,8 @@ FK_HIDDEN void fk__sgemm_nt_avx2(FK_ARGS_NT);
 FK_HIDDEN void fk__sgemm_nn_avx2(FK_ARGS_NT);
 FK_HIDDEN void fk__qgemm_nt_avx2(FK_ARGS_Q);
 FK_HIDDEN void fk__dequant_avx2(FK_ARGS_DQ);
+FK_HIDDEN void fk__softmax_rows_avx2(float *x, long rows, long n, long ld);
+FK_HIDDEN void fk__gelu_erf_avx2(const float *x, float *y, long n);
 FK_HIDDEN int fk__q8_quantize_avx2(long K, const float *x, int8_t *q, float *d, float *qs);
 FK_HIDDEN void fk__q8_gemv_avx2(FK_ARGS_Q8);
 // Level 2 (KernelsAVX512.c): return 1 when done, 0 for a shape (or an out-of-memory case)

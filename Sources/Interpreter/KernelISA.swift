@@ -16,7 +16,8 @@ public enum KernelISA {
     /// - `int8_gemm`: int8 weights, fp32 activations, more rows (prefill panels);
     /// - `int8_q8`: int8 weights × int8 activations (`--int8-activations`);
     /// - `attention`: the fused attention over the KV cache (F16C widening of fp16 K/V);
-    /// - `softmax`: standalone softmax rows.
+    /// - `softmax`: standalone softmax rows (`fk_softmax_rows`: `softmax`, SDPA);
+    /// - `gelu`: gelu EXACT (`fk_gelu_erf`).
     public static func report() -> [String: String] {
         let l = level
         let simd = l >= 2 ? "avx512" : l == 1 ? "avx2" : "portable"
@@ -26,7 +27,8 @@ public enum KernelISA {
             "int8_gemm": simd,
             "int8_q8": l >= 2 && fk_cpu_has_vnni() != 0 ? "avx512-vnni" : l >= 1 ? "avx2" : "portable",
             "attention": fk_attention_simd_level() != 0 ? "avx2" : "portable",
-            "softmax": "portable",
+            "softmax": l >= 1 ? "avx2" : "portable",
+            "gelu": l >= 1 ? "avx2" : "portable",
         ]
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import GraphIR
 @testable import Interpreter
 import TestSupport
+import CKernels
 import XCTest
 
 /// Elementwise, activation, reduction and normalization kernels: the numpy/torch vectors of
@@ -81,18 +82,32 @@ final class ElementwiseKernelTests: XCTestCase {
     /// ≤ 4e-7·max(|x|, 1) in absolute terms, and on the negative tail (1 + erf computed as erfc,
     /// no cancellation; `1 + Float(erf)` is all cancellation below x ≈ −5.5) relative error
     /// ≤ 3e-7·(1 + x²) (the rounding of x²/2 in e^{−x²/2}), down to x = −12.
+    /// The C kernel (fk_gelu_erf, the op's body) is checked the same way at every SIMD level.
     func testGeluExactAccuracy() {
-        var worstAbs = 0.0, worstTail = 0.0
-        var x: Float = -12
-        while x < 12 {
-            let got = Double(FastExp.geluExact8(SIMD8(repeating: x))[0])
-            let want = 0.5 * Double(x) * Foundation.erfc(-Double(x) / 2.0.squareRoot())
-            worstAbs = max(worstAbs, abs(got - want) / max(1, abs(Double(x))))
-            if x < -1 && abs(want) > 1e-30 { worstTail = max(worstTail, abs(got - want) / abs(want) / (1 + Double(x * x))) }
-            x += 0.000_917
+        let xs = stride(from: Float(-12), to: 12, by: 0.000_917).map { $0 }
+        func check(_ got: [Float], _ what: String) {
+            var worstAbs = 0.0, worstTail = 0.0
+            for (x, g) in zip(xs, got) {
+                let want = 0.5 * Double(x) * Foundation.erfc(-Double(x) / 2.0.squareRoot())
+                worstAbs = max(worstAbs, abs(Double(g) - want) / max(1, abs(Double(x))))
+                if x < -1 && abs(want) > 1e-30 { worstTail = max(worstTail, abs(Double(g) - want) / abs(want) / (1 + Double(x * x))) }
+            }
+            XCTAssertLessThanOrEqual(worstAbs, 4e-7, what)
+            XCTAssertLessThanOrEqual(worstTail, 3e-7, what)
         }
-        XCTAssertLessThanOrEqual(worstAbs, 4e-7)
-        XCTAssertLessThanOrEqual(worstTail, 3e-7)
+        check(xs.map { FastExp.geluExact8(SIMD8(repeating: $0))[0] }, "FastExp.geluExact8")
+        defer { fk_set_simd_level(-1) }
+        for level in [0, 1, 2] {
+            fk_set_simd_level(Int32(level))
+            var out = [Float](repeating: 0, count: xs.count)
+            xs.withUnsafeBufferPointer { s in out.withUnsafeMutableBufferPointer { fk_gelu_erf(s.baseAddress, $0.baseAddress, xs.count) } }
+            check(out, "fk_gelu_erf at level \(fk_simd_level())")
+            var special: [Float] = [.nan, .infinity, 0, -0.0, 100, -100, 1]
+            special.withUnsafeMutableBufferPointer { fk_gelu_erf($0.baseAddress, $0.baseAddress, 7) }  // in place, a tail
+            XCTAssertTrue(special[0].isNaN)
+            XCTAssertEqual(Array(special[1...5]), [.infinity, 0, 0, 100, 0])
+            XCTAssertEqual(Double(special[6]), 0.5 * (1 + Foundation.erf(1 / 2.0.squareRoot())), accuracy: 1e-7)
+        }
         let g = FastExp.geluExact8(SIMD8(.nan, .infinity, 0, -0.0, 1, -1, 100, -100))
         XCTAssertTrue(g[0].isNaN)
         XCTAssertEqual(g[1], .infinity)

@@ -32,7 +32,9 @@ final class ValueObservationTests: XCTestCase {
         for row in 0..<(p.count / k) { XCTAssertEqual(p.floats[(row * k)..<((row + 1) * k)].reduce(0, +), 1, accuracy: 1e-4) }
         let b = try plain.run(inputs: inputs, states: try Self.states(f))
         XCTAssertEqual(a["logits"]!.floats.count, b["logits"]!.floats.count)
-        for (x, y) in zip(a["logits"]!.floats, b["logits"]!.floats) { XCTAssertEqual(x, y, accuracy: 1e-4) }
+        // The logits are fp16: the unfused chain (softmax op) and the fused kernel round their
+        // exps differently in the last fp32 bits, which may move a logit by one fp16 step.
+        for (x, y) in zip(a["logits"]!.floats, b["logits"]!.floats) { XCTAssertEqual(x, y, accuracy: 1e-4 + abs(y) * 0x1p-10) }
     }
 
     static func states(_ f: Function) throws -> [String: StateBuffer] {

@@ -75,8 +75,14 @@ int fk_qgemm_nt_q8(long M, long N, long K, const float *A, long lda, const fk_qm
 void fk_dequant(const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo);
 
 /// Softmax of each row x[r*ld ..< r*ld + n] in place (max-subtracted; a row of all -inf
-/// becomes NaN, as in torch).
+/// becomes NaN, as in torch; a NaN anywhere in a row makes the row NaN). exp is a vectorized
+/// Cephes-style polynomial within a few ulp of libm's expf (level ≥ 1: AVX2 + FMA).
 void fk_softmax_rows(float *x, long rows, long n, long ld);
+
+/// y[i] = gelu EXACT of x[i] = 0.5·x·(1 + erf(x/√2)) for i < n (MIL `gelu`, mode EXACT; torch
+/// `gelu`), with Cephes erff / erfcf polynomials (|erf error| ≤ ~1.2e−7; the negative tail as
+/// erfc, without the cancellation of 1 + erf). x and y may be the same buffer.
+void fk_gelu_erf(const float *x, float *y, long n);
 
 /// A task of ``fk_parallel_run``: `fn(ctx, task)`.
 typedef void (*fk_task_fn)(void *ctx, long task);
