@@ -13,7 +13,7 @@ enum GenerateCommand: Command {
     static let spec = CommandSpec(
         name: "generate",
         summary: "Generate text with a stateful LLM package through its own input contract.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of an LLM (its generation contract is detected; see dump --summary).")],
+        positionals: [CommonOptions.llmModel],
         options: [
             .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer.json, or its folder (its tokenizer_config.json is read too)."),
             .option("prompt", value: "text", "Raw prompt text (no template)."),

@@ -11,7 +11,7 @@ enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
         summary: "Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
