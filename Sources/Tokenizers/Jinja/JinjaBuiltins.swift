@@ -573,108 +573,10 @@ enum JinjaBuiltins {
 
     /// `str`, `dict` and `list` methods as bound callables; nil when `v` has no such method.
     static func method(_ v: JinjaValue, _ name: String, line: Int) -> JinjaValue? {
-        func bound(_ body: @escaping ([JinjaValue], [(String, JinjaValue)], Int) throws -> JinjaValue) -> JinjaValue {
-            .callable(JinjaCallable(name, body))
-        }
+        func bound(_ body: @escaping ([JinjaValue], [(String, JinjaValue)], Int) throws -> JinjaValue) -> JinjaValue { Self.bound(name, body) }
         switch v {
         case let .string(s):
-            switch name {
-            case "strip", "lstrip", "rstrip":
-                return bound { a, kw, l in
-                    let chars = try stringArg(arg(a, kw, 0, "chars"), "\(name)'s chars", line: l)
-                    return .string(strip(s, chars, leading: name != "rstrip", trailing: name != "lstrip"))
-                }
-            case "upper": return bound { _, _, _ in .string(s.uppercased()) }
-            case "lower": return bound { _, _, _ in .string(s.lowercased()) }
-            case "title": return bound { _, _, _ in .string(title(s)) }
-            case "capitalize": return bound { _, _, _ in .string(capitalize(s)) }
-            case "split", "rsplit":
-                return bound { a, kw, l in
-                    let sep = try stringArg(arg(a, kw, 0, "sep"), "split's separator", line: l)
-                    let maxSplit = arg(a, kw, 1, "maxsplit")?.intIndex ?? -1
-                    if let sep {
-                        guard !sep.isEmpty else { throw JinjaError.runtime(line: l, message: "empty separator") }
-                        if name == "rsplit" && maxSplit >= 0 {
-                            let rev = { (x: String) in string(x.unicodeScalars.reversed()) }
-                            return .array(split(rev(s), rev(sep), maxSplit: maxSplit).reversed().map { .string(rev($0)) })
-                        }
-                        return .array(split(s, sep, maxSplit: maxSplit).map { .string($0) })
-                    }
-                    return .array(splitWhitespace(s, maxSplit: name == "split" ? maxSplit : -1).map { .string($0) })
-                }
-            case "splitlines":
-                return bound { _, _, _ in
-                    var lines = split(s.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\r", with: "\n"), "\n")
-                    if lines.last == "" { lines.removeLast() }
-                    return .array(lines.map { .string($0) })
-                }
-            case "startswith", "endswith":
-                return bound { a, _, l in
-                    guard let p = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs an argument") }
-                    var options: [String] = []
-                    switch p {
-                    case let .string(x): options = [x]
-                    case let .array(xs): options = xs.compactMap { if case let .string(x) = $0 { return x } else { return nil } }
-                    default: throw JinjaError.runtime(line: l, message: "\(name) first arg must be str or a tuple of str")
-                    }
-                    let u = scalars(s)
-                    return .bool(options.contains { o in
-                        let w = scalars(o)
-                        guard w.count <= u.count else { return false }
-                        return name == "startswith" ? u.prefix(w.count).elementsEqual(w) : u.suffix(w.count).elementsEqual(w)
-                    })
-                }
-            case "replace":
-                return bound { a, _, l in
-                    guard a.count >= 2, case let .string(old) = a[0], case let .string(new) = a[1] else {
-                        throw JinjaError.runtime(line: l, message: "replace needs two strings")
-                    }
-                    return .string(replace(s, old, new, count: a.count > 2 ? a[2].intIndex ?? -1 : -1))
-                }
-            case "find", "index", "count":
-                return bound { a, _, l in
-                    guard case let .string(sub)? = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs a string") }
-                    if name == "count" {
-                        if sub.isEmpty { return .int(s.unicodeScalars.count + 1) }
-                        return .int(split(s, sub).count - 1)
-                    }
-                    if let i = find(s, sub) { return .int(i) }
-                    if name == "index" { throw JinjaError.runtime(line: l, message: "substring not found") }
-                    return .int(-1)
-                }
-            case "join":
-                return bound { a, _, l in
-                    guard let items = a.first else { throw JinjaError.runtime(line: l, message: "join needs an iterable") }
-                    return .string(try JinjaEvaluator.iterate(items, line: l).map { x -> String in
-                        guard case let .string(t) = x else { throw JinjaError.runtime(line: l, message: "sequence item: expected str instance, \(x.typeName) found") }
-                        return t
-                    }.joined(separator: s))
-                }
-            case "isdigit", "isalpha", "isspace", "isalnum", "islower", "isupper":
-                return bound { _, _, _ in
-                    let u = scalars(s)
-                    guard !u.isEmpty else { return .bool(false) }
-                    switch name {
-                    case "isdigit": return .bool(u.allSatisfy { $0.properties.numericType != nil })
-                    case "isalpha": return .bool(u.allSatisfy { $0.properties.isAlphabetic })
-                    case "isspace": return .bool(u.allSatisfy(JinjaLexer.isSpace))
-                    case "isalnum": return .bool(u.allSatisfy { $0.properties.isAlphabetic || $0.properties.numericType != nil })
-                    case "islower": return .bool(s.lowercased() == s && s.uppercased() != s)
-                    default: return .bool(s.uppercased() == s && s.lowercased() != s)
-                    }
-                }
-            case "format":
-                return bound { a, kw, l in .string(try braceFormat(s, a, kw, line: l)) }
-            case "removeprefix", "removesuffix":
-                return bound { a, _, l in
-                    guard case let .string(x)? = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs a string") }
-                    let u = scalars(s), w = scalars(x)
-                    if name == "removeprefix", u.count >= w.count, u.prefix(w.count).elementsEqual(w) { return .string(string(u.dropFirst(w.count))) }
-                    if name == "removesuffix", !w.isEmpty, u.count >= w.count, u.suffix(w.count).elementsEqual(w) { return .string(string(u.dropLast(w.count))) }
-                    return .string(s)
-                }
-            default: return nil
-            }
+            return stringMethod(s, name)
         case let .object(o):
             switch name {
             case "items": return bound { _, _, _ in .array(o.entries.map { .array([.string($0.0), $0.1]) }) }
@@ -698,6 +600,113 @@ enum JinjaBuiltins {
             }
         default:
             return nil
+        }
+    }
+
+    /// A method of a value as a callable named after the method.
+    static func bound(_ name: String, _ body: @escaping ([JinjaValue], [(String, JinjaValue)], Int) throws -> JinjaValue) -> JinjaValue {
+        .callable(JinjaCallable(name, body))
+    }
+
+    /// Python `str` methods (`strip`, `split`, `startswith`, `replace`, `format`, …); nil: no such method.
+    static func stringMethod(_ s: String, _ name: String) -> JinjaValue? {
+        func bound(_ body: @escaping ([JinjaValue], [(String, JinjaValue)], Int) throws -> JinjaValue) -> JinjaValue { Self.bound(name, body) }
+        switch name {
+        case "strip", "lstrip", "rstrip":
+            return bound { a, kw, l in
+                let chars = try stringArg(arg(a, kw, 0, "chars"), "\(name)'s chars", line: l)
+                return .string(strip(s, chars, leading: name != "rstrip", trailing: name != "lstrip"))
+            }
+        case "upper": return bound { _, _, _ in .string(s.uppercased()) }
+        case "lower": return bound { _, _, _ in .string(s.lowercased()) }
+        case "title": return bound { _, _, _ in .string(title(s)) }
+        case "capitalize": return bound { _, _, _ in .string(capitalize(s)) }
+        case "split", "rsplit":
+            return bound { a, kw, l in
+                let sep = try stringArg(arg(a, kw, 0, "sep"), "split's separator", line: l)
+                let maxSplit = arg(a, kw, 1, "maxsplit")?.intIndex ?? -1
+                if let sep {
+                    guard !sep.isEmpty else { throw JinjaError.runtime(line: l, message: "empty separator") }
+                    if name == "rsplit" && maxSplit >= 0 {
+                        let rev = { (x: String) in string(x.unicodeScalars.reversed()) }
+                        return .array(split(rev(s), rev(sep), maxSplit: maxSplit).reversed().map { .string(rev($0)) })
+                    }
+                    return .array(split(s, sep, maxSplit: maxSplit).map { .string($0) })
+                }
+                return .array(splitWhitespace(s, maxSplit: name == "split" ? maxSplit : -1).map { .string($0) })
+            }
+        case "splitlines":
+            return bound { _, _, _ in
+                var lines = split(s.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\r", with: "\n"), "\n")
+                if lines.last == "" { lines.removeLast() }
+                return .array(lines.map { .string($0) })
+            }
+        case "startswith", "endswith":
+            return bound { a, _, l in
+                guard let p = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs an argument") }
+                var options: [String] = []
+                switch p {
+                case let .string(x): options = [x]
+                case let .array(xs): options = xs.compactMap { if case let .string(x) = $0 { return x } else { return nil } }
+                default: throw JinjaError.runtime(line: l, message: "\(name) first arg must be str or a tuple of str")
+                }
+                let u = scalars(s)
+                return .bool(options.contains { o in
+                    let w = scalars(o)
+                    guard w.count <= u.count else { return false }
+                    return name == "startswith" ? u.prefix(w.count).elementsEqual(w) : u.suffix(w.count).elementsEqual(w)
+                })
+            }
+        case "replace":
+            return bound { a, _, l in
+                guard a.count >= 2, case let .string(old) = a[0], case let .string(new) = a[1] else {
+                    throw JinjaError.runtime(line: l, message: "replace needs two strings")
+                }
+                return .string(replace(s, old, new, count: a.count > 2 ? a[2].intIndex ?? -1 : -1))
+            }
+        case "find", "index", "count":
+            return bound { a, _, l in
+                guard case let .string(sub)? = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs a string") }
+                if name == "count" {
+                    if sub.isEmpty { return .int(s.unicodeScalars.count + 1) }
+                    return .int(split(s, sub).count - 1)
+                }
+                if let i = find(s, sub) { return .int(i) }
+                if name == "index" { throw JinjaError.runtime(line: l, message: "substring not found") }
+                return .int(-1)
+            }
+        case "join":
+            return bound { a, _, l in
+                guard let items = a.first else { throw JinjaError.runtime(line: l, message: "join needs an iterable") }
+                return .string(try JinjaEvaluator.iterate(items, line: l).map { x -> String in
+                    guard case let .string(t) = x else { throw JinjaError.runtime(line: l, message: "sequence item: expected str instance, \(x.typeName) found") }
+                    return t
+                }.joined(separator: s))
+            }
+        case "isdigit", "isalpha", "isspace", "isalnum", "islower", "isupper":
+            return bound { _, _, _ in
+                let u = scalars(s)
+                guard !u.isEmpty else { return .bool(false) }
+                switch name {
+                case "isdigit": return .bool(u.allSatisfy { $0.properties.numericType != nil })
+                case "isalpha": return .bool(u.allSatisfy { $0.properties.isAlphabetic })
+                case "isspace": return .bool(u.allSatisfy(JinjaLexer.isSpace))
+                case "isalnum": return .bool(u.allSatisfy { $0.properties.isAlphabetic || $0.properties.numericType != nil })
+                case "islower": return .bool(s.lowercased() == s && s.uppercased() != s)
+                default: return .bool(s.uppercased() == s && s.lowercased() != s)
+                }
+            }
+        case "format":
+            return bound { a, kw, l in .string(try braceFormat(s, a, kw, line: l)) }
+        case "removeprefix", "removesuffix":
+            return bound { a, _, l in
+                guard case let .string(x)? = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs a string") }
+                let u = scalars(s), w = scalars(x)
+                if name == "removeprefix", u.count >= w.count, u.prefix(w.count).elementsEqual(w) { return .string(string(u.dropFirst(w.count))) }
+                if name == "removesuffix", !w.isEmpty, u.count >= w.count, u.suffix(w.count).elementsEqual(w) { return .string(string(u.dropLast(w.count))) }
+                return .string(s)
+            }
+        default: return nil
         }
     }
 
