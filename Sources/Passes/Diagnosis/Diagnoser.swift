@@ -28,6 +28,9 @@ public struct FunctionDiagnosis {
     /// The symbol `--seq` binds, if any.
     public var sequenceSymbol: String?
     public var results: [BindingResult]
+    /// Bindings not evaluated: no call the model's contract allows has those sizes
+    /// (``ContractBindings``).
+    public var skipped: [SkippedBinding] = []
 }
 
 /// Everything diagnose found in a model.
@@ -89,7 +92,8 @@ public enum Diagnoser {
 
         // Concrete runs.
         var results: [BindingResult] = []
-        let (bindings, rejected) = bindingsToEvaluate(inference, seqSymbol: seqSymbol, seq: options.seq)
+        let (candidates, rejected) = bindingsToEvaluate(inference, seqSymbol: seqSymbol, seq: options.seq)
+        let (bindings, skipped) = ContractBindings.filter(candidates, offsets: ContractBindings.writeOffsets(f, inference))
         for (b, why) in rejected {
             findings.append(Finding(.error, "binding_out_of_range", function: f.name, binding: b,
                                     message: why, fix: "Export with a wider RangeDim / more EnumeratedShapes, or use shorter queries."))
@@ -134,7 +138,7 @@ public enum Diagnoser {
             }
             findings[i].message += " (fails from \(name)=\(hi); \(name)=\(lo) is the largest size that infers clean)"
         }
-        return (FunctionDiagnosis(name: f.name, symbols: inference.symbols, sequenceSymbol: seqSymbol, results: results), findings)
+        return (FunctionDiagnosis(name: f.name, symbols: inference.symbols, sequenceSymbol: seqSymbol, results: results, skipped: skipped), findings)
     }
 
     static func finding(_ issue: ShapeIssue, function: String, binding: [String: Int]?) -> Finding {

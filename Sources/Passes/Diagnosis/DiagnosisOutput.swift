@@ -23,6 +23,10 @@ extension Diagnosis {
     ///       "ok": true,
     ///       "error": null | "<first shape error>",
     ///       "ops_evaluated": 412
+    ///     }],
+    ///     "skipped": [{                       // bindings no call of the model's contract has
+    ///       "binding": {"causalMask_3": 1, "inputIds_1": 64},
+    ///       "reason": "the state write offset causalMask_3 - inputIds_1 of '…' would be -63: …"
     ///     }]
     ///   }],
     ///   "findings": [{                        // errors first, then warnings, then infos
@@ -78,6 +82,7 @@ extension Diagnosis {
                         "ops_evaluated": .int(r.opsEvaluated),
                     ])
                 }),
+                "skipped": .array(f.skipped.map { .object(["binding": binding($0.binding), "reason": .string($0.reason)]) }),
             ])
         }
         let fs: [JSONValue] = findings.map { f in
@@ -127,6 +132,10 @@ extension Diagnosis {
             }
             let parts = f.results.map { r in "\(describeBinding(r.binding)) \(r.error == nil ? "ok" : "FAILS")" }
             if !parts.isEmpty { out += "  shapes inferred at: " + parts.joined(separator: " · ") + "\n" }
+            if let first = f.skipped.first {
+                out += "  not evaluated (outside the model's contract: \(first.reason)): "
+                    + f.skipped.map { describeBinding($0.binding) }.joined(separator: " · ") + "\n"
+            }
         }
         if !runs.isEmpty {
             out += "\nruntime checks\n"

@@ -50,10 +50,9 @@ enum StateChecks {
             if let x = op.operand("x")?.value { shapes.append((name: "x", shape: shape(x))) }
             if let u = op.operand("update")?.value { shapes.append((name: "update", shape: shape(u))) }
             let which = dynamic.contains { $0.hasPrefix("end") } ? "end index" : "begin index"
-            out.append(Finding(.error, "state_write_runtime_end", function: f.name, op: idx.ref(op), shapes: shapes,
-                               message: "slice_update writes state '\(state)' through a slice whose \(which) is computed at run time (\(dynamic.joined(separator: "; "))); Core ML's runtime fails on such a write (E5RT/BNNS errors), typically at S=1 decode",
-                               fixPass: "lower_slice_update",
-                               fix: "Run the lower_slice_update pass (rewrites the write with a static window), or write the cache with index_copy/scatter."))
+            out.append(Catalogue.finding("state_write_runtime_end", function: f.name, op: idx.ref(op), shapes: shapes,
+                                         message: "slice_update writes state '\(state)' through a slice whose \(which) is computed at run time (\(dynamic.joined(separator: "; "))); Core ML fails to build the execution plan for such a write on some backends (E5RT/BNNS errors, an ANECompiler crash on the Neural Engine), though Apple's Llama 3.1 recipe runs it on the GPU",
+                                         fix: "Run the lower_slice_update pass (rewrites the write with a static window), or write the cache with index_copy/scatter."))
         }
 
         // 2. A model output that is also the value written to a state.
