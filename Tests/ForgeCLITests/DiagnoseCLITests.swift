@@ -23,15 +23,18 @@ extension CLITests {
         XCTAssertFalse(rt.stdout.contains("hint:"), rt.stdout)
     }
 
-    func testDiagnoseDynamicEndExitsOneWithJSON() throws {
+    /// The run-time-indexed writes are warnings (Apple's recipe runs them on the GPU): exit 0.
+    func testDiagnoseDynamicEndWarnsWithJSON() throws {
         let r = try run(["diagnose", try fixture("tiny_llama_dynamic_end.mlpackage"), "--json"])
-        XCTAssertEqual(r.status, 1)
+        XCTAssertEqual(r.status, 0)
         XCTAssertEqual(r.stderr, "")
         let j = try JSONValue.parse(r.stdout)
         let codes = j["findings"]?.arrayValue?.compactMap { $0["code"]?.stringValue } ?? []
         let contract: Set<String> = ["fp16_square_in_norm", "state_range_int_input", "state_mixed_flexibility", "state_dim_not_multiple_of_32"]
         XCTAssertEqual(codes.filter { !contract.contains($0) }, Array(repeating: "state_write_runtime_end", count: 4))
-        XCTAssertEqual(j["summary"]?["errors"]?.intValue, 4)
+        XCTAssertEqual(j["summary"]?["errors"]?.intValue, 0)
+        let writes = j["findings"]?.arrayValue?.filter { $0["code"]?.stringValue == "state_write_runtime_end" } ?? []
+        XCTAssertEqual(writes.compactMap { $0["severity"]?.stringValue }, Array(repeating: "warning", count: 4))
     }
 
     func testDiagnoseFP16RunNamesTheOverflowingNorm() throws {
