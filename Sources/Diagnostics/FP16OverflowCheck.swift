@@ -122,8 +122,8 @@ extension RuntimeChecks {
         let infs = hit.outputs.reduce(0) { $0 + $1.infs }, negative = hit.outputs.reduce(0) { $0 + $1.negativeInfs }
         let what = outInf ? "overflows to \(negative == 0 ? "+inf" : negative == infs ? "-inf" : "±inf")" : "becomes NaN"
         let bad = hit.outputs.reduce(0) { $0 + $1.infs + $1.nans }, total = hit.outputs.reduce(0) { $0 + $1.count }
-        var shapes: [(name: String, shape: String)] = hit.inputs.compactMap { i in i.stats.map { (name: i.name, shape: "\($0.shape)") } }
-        shapes.append((name: "output", shape: "\(hit.outputs.first?.shape ?? [])"))
+        var shapes = hit.inputs.compactMap { i in i.stats.map { ShapeNote(i.name, dtype: $0.dtype, shape: $0.shape) } }
+        shapes.append(ShapeNote("output", dtype: hit.outputs.first?.dtype ?? op.outputs.first?.type.tensorType?.dtype, shape: hit.outputs.first?.shape ?? []))
         // mul(x = v, y = v): one entry.
         var seen = Set<String>()
         let inputsText = hit.inputs.compactMap { i -> String? in

@@ -33,6 +33,7 @@ public enum RuntimeChecks {
     /// Per-value summary of a run.
     struct Stats {
         var shape: [Int]
+        var dtype: DType?
         var maxAbs: Float = 0      // over finite elements
         var infs = 0
         var negativeInfs = 0
@@ -45,6 +46,7 @@ public enum RuntimeChecks {
         init?(_ r: RuntimeValue) {
             guard case let .tensor(t) = r, case let .float(a) = t.data else { return nil }
             self.init(shape: t.shape)
+            dtype = t.dtype
             count = a.count
             var m: Float = 0, inf = 0, neg = 0, nan = 0
             a.withUnsafeBufferPointer { p in
@@ -61,6 +63,7 @@ public enum RuntimeChecks {
         init?(_ c: ConstValue) {
             guard let t = c.type.tensorType, t.dtype.isFloat, let n = t.elementCount, n <= 1 << 22, let d = c.doubles() else { return nil }
             self.init(shape: t.fixedShape ?? [])
+            dtype = t.dtype
             count = n
             for x in d {
                 if x.isFinite { maxAbs = Swift.max(maxAbs, Float(Swift.min(Swift.abs(x), Double(Float.greatestFiniteMagnitude)))) } else if x.isNaN { nans += 1 } else { infs += 1; if x < 0 { negativeInfs += 1 } }
@@ -159,11 +162,11 @@ public enum RuntimeChecks {
         }
         var message = "the last row of '\(output)' differs between S=1 (\(split.label)) and S=\(n) (\(whole.label)) on the same tokens: \(diffText)"
         var ref: Finding.OpRef?
-        var shapes: [(name: String, shape: String)] = [(name: output, shape: "\(b.shape)")]
+        var shapes = [ShapeNote(output, dtype: b.dtype, shape: b.shape)]
         if let d = firstDiff {
             ref = OpIndex(f).ref(d.op)
             message += "; first op whose last row differs: \(d.op.type) '\(d.op.name)' (value '\(d.value.name)', max |Δ| \(format(d.delta)) of max |value| \(format(d.scale)))"
-            shapes.insert((name: d.value.name, shape: "\(d.shape)"), at: 0)
+            shapes.insert(ShapeNote(d.value.name, dtype: d.value.type.tensorType?.dtype, shape: d.shape), at: 0)
         } else {
             message += "; no intermediate result with a sequence axis differs (\(compared) compared): look at state writes and reads"
         }

@@ -5,6 +5,22 @@ import XCTest
 
 /// `forge-ir diagnose`: exit status, human and JSON output.
 extension CLITests {
+    /// The text and JSON of Apple's recipe package: every shape in one format (ShapeNote), the
+    /// bindings its contract never produces listed as not evaluated, no error.
+    func testDiagnoseAppleRecipeSnapshots() throws {
+        let model = try fixture("recipes/apple_llama31_fp16.mlpackage")
+        let r = try run(["diagnose", model])
+        XCTAssertEqual(r.status, 0, r.stdout + r.stderr)
+        try assertSnapshot(r.stdout, "diagnose-apple_llama31_fp16.txt")
+        let j = try run(["diagnose", model, "--json"])
+        XCTAssertEqual(j.status, 0, j.stderr)
+        try assertSnapshot(j.stdout, "diagnose-apple_llama31_fp16.json")
+        let doc = try JSONValue.parse(j.stdout)
+        let write = try XCTUnwrap(doc["findings"]?.arrayValue?.first { $0["code"]?.stringValue == "state_write_runtime_end" })
+        XCTAssertEqual(write["shapes"]?.arrayValue?.last?["shape"], .array([.int(1), .int(2), .null, .int(32)]))
+        XCTAssertEqual(write["shapes"]?.arrayValue?.last?["dtype"], .string("fp16"))
+    }
+
     func testDiagnoseCleanModelExitsZero() throws {
         let r = try run(["diagnose", try fixture("tiny_llama_int8.mlpackage"), "--seq", "1,16,64"])
         XCTAssertEqual(r.status, 0, r.stdout + r.stderr)

@@ -85,7 +85,7 @@ public enum Catalogue {
     public static func pattern(_ code: String) -> CataloguePattern? { patterns.first { $0.code == code } }
 
     /// A finding of a catalogue pattern (severity, fix pass and report from the table).
-    static func finding(_ code: String, function: String, op: Finding.OpRef? = nil, shapes: [(name: String, shape: String)] = [],
+    static func finding(_ code: String, function: String, op: Finding.OpRef? = nil, shapes: [ShapeNote] = [],
                         message: String, fix: String? = nil) -> Finding {
         guard let p = pattern(code) else { return Finding(.info, code, function: function, op: op, shapes: shapes, message: message, fix: fix ?? "") }
         return Finding(p.severity, code, function: function, op: op, shapes: shapes,

@@ -44,7 +44,10 @@ extension Diagnosis {
     ///     "op": {"name": "…", "type": "slice_update", "index": 123} | null,  // index: position in the body
     ///     "binding": {"input_ids_1": 16} | null,   // first binding that breaks; null: every binding / not shape-related
     ///     "bindings": [{"input_ids_1": 16}, …],     // every evaluated binding that breaks
-    ///     "shapes": [{"name": "x", "shape": "[1, 2, 64, 16]"}, …],
+    ///     "shapes": [{"name": "x", "dtype": "fp16", "shape": [1, 2, null, 16],   // ShapeNote: null = symbolic
+    ///                 "text": "tensor<fp16, [1, 2, input_ids_1, 16]>",        // as the text output prints it
+    ///                 "value": [0, 0, null, 0],                               // only: contents of a slice bound
+    ///                 "flexibility": "RangeDim(1..64)"}, …],                  // only: an input's declaration
     ///     "message": "what goes wrong",
     ///     "fix": {"pass": "lower_slice_update" | null,   // the forge-ir pass that fixes it
     ///             "available": true,                   // false: the pass is planned, not registered yet
@@ -93,7 +96,7 @@ extension Diagnosis {
                 "op": f.op.map { .object(["name": .string($0.name), "type": .string($0.type), "index": .int($0.index)]) } ?? .null,
                 "binding": f.binding.map(binding) ?? .null,
                 "bindings": .array(f.bindings.map(binding)),
-                "shapes": .array(f.shapes.map { .object(["name": .string($0.name), "shape": .string($0.shape)]) }),
+                "shapes": .array(f.shapes.map(\.json)),
                 "message": .string(f.message),
                 "fix": .object([
                     "pass": f.fixPass.map { .string($0) } ?? .null,
@@ -174,7 +177,7 @@ extension Diagnosis {
             }
             out += "  " + f.message + (g.count > 1 ? " (first of \(g.count); --json lists each)" : "") + "\n"
             let shapes = g.count > 1 && ops.isEmpty ? g.flatMap(\.shapes) : f.shapes
-            if !shapes.isEmpty { out += "  shapes: " + shapes.map { "\($0.name) \($0.shape)" }.joined(separator: ", ") + "\n" }
+            if !shapes.isEmpty { out += "  shapes: " + shapes.map(\.text).joined(separator: ", ") + "\n" }
             if let p = f.fixPass, PassRegistry.pass(named: p) != nil {
                 out += "  fix: forge-ir optimize MODEL -o OUT.mlpackage --passes \(p)" + (f.fix.isEmpty ? "" : " — \(f.fix)") + "\n"
             } else if let p = f.fixPass {
