@@ -58,3 +58,28 @@ final class RecipeDiagnoseTests: XCTestCase {
         XCTAssertEqual(q.skipped.map(\.binding), [["S": 64, "END": 1]])
     }
 }
+
+/// One shape format: a shape issue's operands keep their dimensions (ShapeNote), slice bounds
+/// and reshape targets their contents.
+final class ShapeNoteTests: XCTestCase {
+    func testIssueShapesAreStructured() throws {
+        let model = try ModelLoader.load(path: Fixtures.path("diag/reshape_s1.mlpackage"))
+        let d = Diagnoser.diagnose(model, options: DiagnoseOptions(seq: [1]))
+        let f = try XCTUnwrap(d.findings.first { $0.code == "shape_error" }, d.text(modelPath: "reshape_s1"))
+        XCTAssertEqual(f.shapes.map(\.text), ["x tensor<fp16, [1, 1, 3]>", "shape tensor<int32, [2]> = [2, -1]"])
+        let j = f.shapes[1].json
+        XCTAssertEqual(j["value"], .array([.int(2), .int(-1)]))
+        XCTAssertEqual(j["shape"], .array([.int(2)]))
+        XCTAssertEqual(j["dtype"], .string("int32"))
+    }
+
+    func testSymbolicDimensionsAreNullInJSONAndNamedInText() {
+        let t = SymTensor(.fp16, [DimExpr(1), .symbol("inputIds_1"), DimExpr(8)])
+        let n = ShapeNote("x", t)
+        XCTAssertEqual(n.text, "x tensor<fp16, [1, inputIds_1, 8]>")
+        XCTAssertEqual(n.json["shape"], .array([.int(1), .null, .int(8)]))
+        let unknownRank = ShapeNote("y", SymTensor(.fp32, nil))
+        XCTAssertEqual(unknownRank.json["shape"], .null)
+        XCTAssertEqual(unknownRank.text, "y tensor<fp32, [?rank]>")
+    }
+}

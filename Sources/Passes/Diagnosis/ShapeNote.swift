@@ -1,4 +1,3 @@
-import Foundation
 import GraphIR
 
 /// A shape a finding names — the operand, its dtype and its dimensions — in one format for
@@ -131,8 +130,7 @@ public struct ShapeNote: Sendable, Equatable {
 
 extension ShapeNote {
     /// The shapes of a shape-inference issue, with the dtypes of the op's operands (`output`:
-    /// its first output). An entry of a rank-1 integer operand whose length is not 1 but the
-    /// operand's length is read as its contents (slice bounds), not as a shape.
+    /// its first output).
     static func notes(_ issue: ShapeIssue, in f: Function) -> [ShapeNote] {
         var op: Op?
         var i = 0
@@ -141,25 +139,14 @@ extension ShapeNote {
             i += 1
         }
         return issue.shapes.map { entry in
+            if let declared = entry.shape.declared { return ShapeNote(entry.name, declared) }
             let type: MILType? = entry.name == "output" ? op?.outputs.first?.type : op?.operand(entry.name)?.type
-            let dims = parse(entry.shape)
-            if let t = type?.tensorType, t.rank == 1, let n = t.shape[0].fixedValue, let d = dims, d.count == n, n != 1 {
-                return ShapeNote(entry.name, dtype: t.dtype, dims: [.fixed(n)], value: d)
+            let dtype = type?.tensorType?.dtype ?? type?.stateWrappedTensor?.dtype
+            let dims = entry.shape.dims?.map(Dim.init)
+            if entry.shape.isValue, let d = dims {
+                return ShapeNote(entry.name, dtype: dtype, dims: [.fixed(d.count)], value: d)
             }
-            return ShapeNote(entry.name, dtype: type?.tensorType?.dtype ?? type?.stateWrappedTensor?.dtype, dims: dims)
-        }
-    }
-
-    /// `[2, 1, inputIds_1, ?]` (``describeShape``) back into dimensions; nil for `[?rank]`.
-    static func parse(_ text: String) -> [Dim]? {
-        let t = text.trimmingCharacters(in: .whitespaces)
-        guard t.hasPrefix("["), t.hasSuffix("]"), t != "[?rank]" else { return nil }
-        let body = t.dropFirst().dropLast()
-        if body.trimmingCharacters(in: .whitespaces).isEmpty { return [] }
-        return body.split(separator: ",").map { part in
-            let s = part.trimmingCharacters(in: .whitespaces)
-            if let v = Int(s) { return .fixed(v) }
-            return s == "?" ? .unknown : .symbolic(s)
+            return ShapeNote(entry.name, dtype: dtype, dims: dims)
         }
     }
 }
