@@ -87,7 +87,7 @@ enum StateChecks {
                 if (fileShape != nil && !a.shape.isEmpty && fileShape! != a.shape) || (dt != nil && dt != t.dtype) {
                     out.append(Finding(.error, "state_description_mismatch", function: f.name,
                                        shapes: [ShapeNote("description", dtype: dt, shape: a.shape), ShapeNote("function", t)],
-                                       message: "state '\(s.name)' is \(dt?.rawValue ?? "?") \(a.shape) in the description but \(t) in the function",
+                                       message: "state '\(s.name)' is \(ShapeNote(s.name, dtype: dt, shape: a.shape).typeText) in the description but \(ShapeNote(s.name, t).typeText) in the function",
                                        fix: "Re-export so that the description's states and the function's state inputs match."))
                 }
             }
