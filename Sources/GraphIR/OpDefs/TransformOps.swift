@@ -4,6 +4,15 @@
 extension OpDefs {
     static func declareTransforms(_ b: inout OpTableBuilder) {
         b.family = .transform
+        declareReshapes(&b)
+        declareAxisMoves(&b)
+        declareSlices(&b)
+        declareJoinsAndSplits(&b)
+        declareSpaceMoves(&b)
+    }
+
+    /// `reshape`, `reshape_like`: the elements stay in order, the shape changes.
+    static func declareReshapes(_ b: inout OpTableBuilder) {
         b.add(OpSchema("reshape", [x(), req("shape", .integer)])) { ctx in
             let x = try ctx.tensor("x")
             let xs = try ctx.shape("x")
@@ -51,6 +60,10 @@ extension OpDefs {
         b.add(OpSchema("reshape_like", [x(), InputSpec("ref_tensors", variadic: true), InputSpec("begins", .integer, variadic: true),
                                        InputSpec("ends", .integer, variadic: true), InputSpec("end_masks", .bool, variadic: true)]),
               declaredTypeOnly: "no symbolic rule yet: the declared type is used")
+    }
+
+    /// `transpose`, `expand_dims`, `squeeze`, `flatten2d`, `reverse`: axes move, appear or go.
+    static func declareAxisMoves(_ b: inout OpTableBuilder) {
         b.add(OpSchema("transpose", [x(), req("perm", .integer)])) { ctx in
             let x = try ctx.tensor("x")
             let xs = try ctx.shape("x")
@@ -110,6 +123,10 @@ extension OpDefs {
             return [t(x.dtype, [xs[..<axis].reduce(DimExpr(1), *), xs[axis...].reduce(DimExpr(1), *)])]
         }
         b.add(OpSchema("reverse", [x(), opt("axes", .integer)]), rule: sameAsX)
+    }
+
+    /// `slice_by_index`, `slice_by_size`: a strided window of x.
+    static func declareSlices(_ b: inout OpTableBuilder) {
         b.add(OpSchema("slice_by_index", [x(), req("begin", .integer), req("end", .integer), opt("stride", .integer),
                                         opt("begin_mask", .bool), opt("end_mask", .bool), opt("squeeze_mask", .bool)])) { ctx in
             let x = try ctx.tensor("x")
@@ -138,6 +155,10 @@ extension OpDefs {
             }
             return [t(x.dtype, out)]
         }
+    }
+
+    /// `concat`, `stack`, `split`, `tile`, `pad`.
+    static func declareJoinsAndSplits(_ b: inout OpTableBuilder) {
         b.add(OpSchema("concat", [InputSpec("values", variadic: true), req("axis", .integer), opt("interleave", .bool)])) { ctx in
             let ts = try ctx.variadicTensors("values")
             guard let first = ts.first, var s0 = first.shape else { throw Unsupported() }
@@ -226,6 +247,10 @@ extension OpDefs {
             for i in 0..<n { xs[xs.count - n + i] = xs[xs.count - n + i] + pad[2 * i] + pad[2 * i + 1] }
             return [t(x.dtype, xs)]
         }
+    }
+
+    /// Moves between space, depth and batch (`depth_to_space` … `batch_to_space`), `reverse_sequence`, `sliding_windows`.
+    static func declareSpaceMoves(_ b: inout OpTableBuilder) {
         b.add(OpSchema("depth_to_space", [x(), req("block_size", .integer)]),
               declaredTypeOnly: "no symbolic rule yet: the declared type is used")
         b.add(OpSchema("space_to_depth", [x(), req("block_size", .integer)]),
