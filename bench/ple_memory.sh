@@ -11,8 +11,9 @@
 #   1. table mode, short prompt (8 ids) + 16 decode steps
 #   2. table mode, long prompt (192 distinct ids) + 16 decode steps  -> RSS growth = rows touched
 #   3. table mode, 8 ids + 48 decode steps                           -> no growth per call
-#   4-6. the same in provider mode
-#   7. control: one `run` call with the table passed as an ordinary --input .npy (a copy)
+#   4. table mode, 192 copies of one id + 16 decode steps            -> growth is per distinct row
+#   5-8. the same in provider mode
+#   9. control: one `run` call with the table passed as an ordinary --input .npy (a copy)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -33,6 +34,7 @@ mkdir -p "$OUT"
 ids() { "$PY" -c "import sys; n=int(sys.argv[1]); print(','.join(str((i * 7919 + 13) % 65536) for i in range(n)))" "$1"; }
 SHORT=$(ids 8)
 LONG=$(ids 192)
+SAME=$("$PY" -c "print(','.join(['13'] * 192))")
 
 gen() {  # name model contract prompt max_tokens
     local name=$1 model=$2 contract=$3 prompt=$4 n=$5
@@ -42,9 +44,11 @@ gen() {  # name model contract prompt max_tokens
 gen table_short gemma_ple_table.mlpackage gemma_ple_table.json "$SHORT" 17
 gen table_long gemma_ple_table.mlpackage gemma_ple_table.json "$LONG" 17
 gen table_decode48 gemma_ple_table.mlpackage gemma_ple_table.json "$SHORT" 49
+gen table_same gemma_ple_table.mlpackage gemma_ple_table.json "$SAME" 17
 gen provider_short gemma_ple_provider.mlpackage gemma_ple_provider.json "$SHORT" 17
 gen provider_long gemma_ple_provider.mlpackage gemma_ple_provider.json "$LONG" 17
 gen provider_decode48 gemma_ple_provider.mlpackage gemma_ple_provider.json "$SHORT" 49
+gen provider_same gemma_ple_provider.mlpackage gemma_ple_provider.json "$SAME" 17
 
 # Control: the table given as an ordinary input (read into memory, held as Int32) for one call.
 if [ ! -f "$WORK/ple_table.npy" ]; then
@@ -91,7 +95,8 @@ def load(name):
 rows = []
 for mode in ("table", "provider"):
     for run, what in (("short", "8-token prompt + 16 decode steps"), ("long", "192-token prompt + 16 decode steps"),
-                      ("decode48", "8-token prompt + 48 decode steps")):
+                      ("decode48", "8-token prompt + 48 decode steps"),
+                      ("same", "192 × the same id + 16 decode steps")):
         j, tm = load(f"{mode}_{run}")
         rows.append((mode, what, j["peak_rss_bytes"] / MiB, (tm or 0) / MiB, j["decode_tok_s"], j["prefill_tok_s"]))
 lines = [f"table: int8 [65536, 8192] = {table / MiB:.0f} MiB; scales fp32 [65536] = 0.25 MiB; "

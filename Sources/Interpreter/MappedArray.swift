@@ -126,10 +126,11 @@ public final class MappedArray: @unchecked Sendable, CustomStringConvertible {
             if case let .badInput(_, _, reason) = e { throw bad("\(reason); the file \(path) holds \(dtype.rawValue) \(shape)") }
             throw e
         }
+        let aligned = Int(bitPattern: bytes.baseAddress!) % 2 == 0
         switch (dtype, tt.dtype) {
         case (.int8, .int8), (.int8, .int16), (.int8, .int32):
             return .int8Blob(shape, Int8Buffer(mapped: bytes.baseAddress!, count: count, owner: self))
-        case (.fp16, .fp16), (.fp16, .fp32) where Int(bitPattern: bytes.baseAddress!) % 2 == 0:
+        case (.fp16, .fp16) where aligned, (.fp16, .fp32) where aligned:
             return .halfBlob(shape, HalfBuffer(mapped: bytes.baseAddress!, count: count, owner: self))
         case (.int4, _):
             throw bad("int4 data (\(path)) cannot be a graph input; int4 tables are read by a contract's \"provider\"")

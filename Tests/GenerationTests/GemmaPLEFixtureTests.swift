@@ -186,4 +186,29 @@ final class GemmaPLEFixtureTests: XCTestCase {
             XCTAssertTrue("\($0)".contains("input 'ple_scale': dtype int8, expected fp32"), "\($0)")
         }
     }
+
+    /// An fp16 file stays a view too (``RuntimeValue/halfBlob``), read by ordinary kernels: a
+    /// call with the mask bound from a file computes what the call with it passed computes.
+    func testFP16StaticInputIsAViewAndComputesLikeAPassedInput() throws {
+        let dir = try Fixtures.tempDir(self)
+        var m = [Float](repeating: -1e4, count: 32)
+        m[0] = 0
+        let mask = Tensor(.fp16, shape: [1, 1, 1, 32], floats: m)
+        try NPY.write(mask, path: dir + "/mask.npy")
+        let model = try ModelLoader.load(path: Self.path("gemma_ple_table.mlpackage"))
+        let s1 = try Session(model: model), s2 = try Session(model: model)
+        for s in [s1, s2] {
+            try s.plan.bind("ple_table", to: MappedArray(spec: Self.path("ple_table.npy")))
+            try s.plan.bind("ple_scale", to: MappedArray(spec: Self.path("ple_scale.npy")))
+        }
+        try s2.plan.bind("causal_mask", to: MappedArray(spec: dir + "/mask.npy"))
+        guard case .halfBlob? = s2.plan.boundValue("causal_mask") else { return XCTFail("the fp16 mask is not bound as a view") }
+        let rest: [String: Tensor] = ["input_ids": Tensor(.int32, shape: [1, 1], ints: [77]), "position_ids": Tensor(.int32, shape: [1, 1], ints: [0]),
+                                      "cache_offset": Tensor(.int32, shape: [1], ints: [0])]
+        var passed = rest
+        passed["causal_mask"] = mask
+        let a = try s1.predict(passed)["logits"]!.floats, b = try s2.predict(rest)["logits"]!.floats
+        XCTAssertEqual(a, b)
+        XCTAssertEqual(a.count, 512)
+    }
 }
