@@ -18,7 +18,7 @@ enum DiagnoseCommand: Command {
     static let spec = CommandSpec(
         name: "diagnose",
         summary: "Find why a model fails at some sequence length (shapes, states, flexible shapes, fp16).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             .intList("seq", value: "n,n,…", "Sequence lengths to check (default: 1, the RangeDim bounds and default, every enumerated size).", range: 0...Int.max),
             .option("function", value: "name", "Only this function (default: every function)."),

@@ -1,8 +1,9 @@
 import Foundation
-import GraphIR
-import Tokenizers
-import Interpreter
 import Generation
+import GraphIR
+import Interpreter
+import JSON
+import Tokenizers
 
 /// `forge-ir generate MODEL [--tokenizer tokenizer.json|DIR] (--prompt TEXT | --chat TEXT | --messages F.json | --prompt-ids 1,2,3)
 /// [--system TEXT] [--template auto|NAME|FILE.jinja] [--template-var K=V]... [--print-prompt] [--hide-reasoning]
@@ -12,7 +13,7 @@ enum GenerateCommand: Command {
     static let spec = CommandSpec(
         name: "generate",
         summary: "Generate text with a stateful LLM package through its own input contract.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of an LLM (its generation contract is detected; see dump --summary).")],
+        positionals: [CommonOptions.llmModel],
         options: [
             .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer.json, or its folder (its tokenizer_config.json is read too)."),
             .option("prompt", value: "text", "Raw prompt text (no template)."),

@@ -1,8 +1,9 @@
 import Comparison
 import Foundation
+import Generation
 import GraphIR
 import Interpreter
-import Generation
+import JSON
 
 /// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
 /// [--state-out DIR] [--static-input NAME=FILE]… [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`
@@ -10,7 +11,7 @@ enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
         summary: "Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
