@@ -31,6 +31,7 @@ enum BenchCommand: Command {
             CommonOptions.int8Activations,
             CommonOptions.function,
             ContractOption.option,
+            StaticInputOption.option,
             CommonOptions.threads,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),

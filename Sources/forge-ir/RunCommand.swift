@@ -6,7 +6,7 @@ import Interpreter
 import JSON
 
 /// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
-/// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`
+/// [--state-out DIR] [--static-input NAME=FILE]… [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`
 enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
@@ -16,6 +16,7 @@ enum RunCommand: Command {
             CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
             .option("input", value: "name=file.npy", "One input (repeatable; overrides --inputs)."),
+            StaticInputOption.option,
             .option("out", value: "dir", "Write one <output_name>.npy per output."),
             .option("state-in", value: "dir", "Load states from <dir>/<state>.npy (default: zeros)."),
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
@@ -71,6 +72,7 @@ enum RunCommand: Command {
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed,
                                   int8Activations: args.flag("int8-activations"))
+        try StaticInputOption.bind(args, plan: session.plan)
         let repeats = args.int("repeat", default: 0)
         // Inputs are read knowing the dtypes they feed, so they convert as Core ML converts them.
         let allowLossy = args.flag("allow-lossy-inputs")
