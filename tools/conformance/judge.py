@@ -57,7 +57,7 @@ def judge_outputs(meta, outdir):
         except ValueError:
             return "mismatch", "%s: %d values, expected %d" % (name, got.size, exp.size)
         e = exp.astype(np.float64)
-        close = np.isclose(g, e, atol=atol, rtol=rtol)
+        close = np.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
         bad = int(np.sum(~close))
         if bad and bad / max(1, e.size) > meta.get("allow_mismatch_ratio", 0.0):
             with np.errstate(invalid="ignore"):
@@ -68,6 +68,13 @@ def judge_outputs(meta, outdir):
                 name, bad, e.size, float(err.flat[i]), i, float(g.flat[i]), float(e.flat[i]), atol, rtol)
             return "mismatch", worst
     return "pass", None
+
+
+def precision_of(meta, choice):
+    """The forge-ir precision a case runs at: the backend precision the test converted for."""
+    if choice != "auto":
+        return choice
+    return "fp16" if meta["precision"] == "fp16" else "fp32"
 
 
 def run_case(meta, forge, state_dir=None, first=True, precision=None):
@@ -137,9 +144,9 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--filter", default=None)
-    ap.add_argument("--precision", default="fp16",
-                    help="forge-ir --precision for every case (default fp16: fp16-typed values are stored as fp16, "
-                         "as the tests' expected values show Core ML does; fp32-only programs are unaffected)")
+    ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "fp16"],
+                    help="forge-ir --precision: auto (default) runs each case at the precision of the backend the "
+                         "test asked for (fp16 backend: --precision fp16; fp32 backend: fp32, Core ML's CPU path)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args()
     cases = load_cases(a.cases, a.filter)
@@ -154,7 +161,8 @@ def main():
             singles.append(m)
 
     def do_single(m):
-        m["status"], m["detail"] = run_case(m, a.forge, precision=a.precision)
+        m["run_precision"] = precision_of(m, a.precision)
+        m["status"], m["detail"] = run_case(m, a.forge, precision=m["run_precision"])
         if m["negative"]:
             # the test expects an error or a mismatch: forge-ir refusing or differing passes it
             if m["status"] in ("error", "mismatch", "no_kernel"):
@@ -166,7 +174,7 @@ def main():
         ms.sort(key=lambda m: m["call"])
         with tempfile.TemporaryDirectory(prefix="forgeconf_state_") as sd:
             for i, m in enumerate(ms):
-                m["status"], m["detail"] = run_case(m, a.forge, state_dir=sd, first=(i == 0), precision=a.precision)
+                m["status"], m["detail"] = run_case(m, a.forge, state_dir=sd, first=(i == 0), precision=precision_of(m, a.precision))
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
         futs = [ex.submit(do_single, m) for m in singles] + [ex.submit(do_chain, ms) for ms in chains.values()]
