@@ -70,9 +70,32 @@ def judge_outputs(meta, outdir):
     return "pass", None
 
 
+def computes_fp16(meta):
+    """True when an op other than `const` of the case's program has an fp16 output: the test
+    typed its values fp16 itself (fp16 placeholders, weights or parameters), on either backend."""
+    from coremltools.proto import MIL_pb2, Model_pb2
+
+    spec = Model_pb2.Model()
+    with open(os.path.join(meta["_dir"], "model.mlpackage", "Data", "com.apple.CoreML", "model.mlmodel"), "rb") as f:
+        spec.ParseFromString(f.read())
+    fp16 = MIL_pb2.DataType.Value("FLOAT16")
+
+    def walk(block):
+        for op in block.operations:
+            if op.type != "const" and any(o.type.tensorType.dataType == fp16 for o in op.outputs):
+                return True
+            if any(walk(b) for b in op.blocks):
+                return True
+        return False
+
+    return any(walk(b) for f in spec.mlProgram.functions.values() for b in f.block_specializations.values())
+
+
 def precision_of(meta, choice):
-    """The forge-ir precision a case runs at: the backend precision the test converted for."""
-    if choice != "auto":
+    """The forge-ir precision a case runs at: `backend` (default) the precision of the backend the
+    test converted for — fp16: `--precision fp16`; fp32: `--precision fp32`, Core ML's CPU path —
+    else the forced one."""
+    if choice in ("fp32", "fp16"):
         return choice
     return "fp16" if meta["precision"] == "fp16" else "fp32"
 
@@ -144,9 +167,9 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--filter", default=None)
-    ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "fp16"],
-                    help="forge-ir --precision: auto (default) runs each case at the precision of the backend the "
-                         "test asked for (fp16 backend: --precision fp16; fp32 backend: fp32, Core ML's CPU path)")
+    ap.add_argument("--precision", default="backend", choices=["backend", "fp32", "fp16"],
+                    help="forge-ir --precision: backend (default): the precision of the test's backend "
+                         "(fp16 backend: fp16; fp32 backend: fp32, Core ML's CPU path); fp32/fp16: forced")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args()
     cases = load_cases(a.cases, a.filter)
@@ -174,7 +197,8 @@ def main():
         ms.sort(key=lambda m: m["call"])
         with tempfile.TemporaryDirectory(prefix="forgeconf_state_") as sd:
             for i, m in enumerate(ms):
-                m["status"], m["detail"] = run_case(m, a.forge, state_dir=sd, first=(i == 0), precision=precision_of(m, a.precision))
+                m["run_precision"] = precision_of(m, a.precision)
+                m["status"], m["detail"] = run_case(m, a.forge, state_dir=sd, first=(i == 0), precision=m["run_precision"])
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
         futs = [ex.submit(do_single, m) for m in singles] + [ex.submit(do_chain, ms) for ms in chains.values()]
@@ -193,6 +217,9 @@ def main():
             else:
                 row["fail"][m["status"]] += 1
     pct = 100.0 * len(passed) / max(1, len(run))
+    for m in run:
+        # fp32-backend programs the test typed fp16 itself (fp16 placeholders/weights/parameters)
+        m["fp16_typed"] = m["precision"] == "fp32" and computes_fp16(m)
     lines = ["| op | cases | pass | failing (kind) |", "|---|--:|--:|---|"]
     for op in sorted(per_op):
         r = per_op[op]
@@ -202,6 +229,15 @@ def main():
     not_run = collections.Counter(m["detail"].split(":")[0] for m in cases if m["status"] == "not_run")
     summary = "conformance: %d/%d cases pass (%.2f %%); %d recorded cases not run (%s)" % (
         len(passed), len(run), pct, sum(not_run.values()), ", ".join("%s: %d" % kv for kv in not_run.items()) or "none")
+
+    def figure(label, ms):
+        p = sum(1 for m in ms if m["status"] == "pass")
+        return "\n  %s: %d/%d (%.2f %%)" % (label, p, len(ms), 100.0 * p / max(1, len(ms)))
+
+    summary += figure("fp16 backend (coremltools' default test configuration)", [m for m in run if m["precision"] == "fp16"])
+    summary += figure("fp32 backend (opt-in, INCLUDE_MIL_FP32_UNIT_TESTS=1), fp32 programs",
+                      [m for m in run if m["precision"] != "fp16" and not m["fp16_typed"]])
+    summary += figure("fp32 backend, programs the test typed fp16 itself", [m for m in run if m["fp16_typed"]])
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "results.json"), "w") as f:
@@ -212,7 +248,8 @@ def main():
         print("\n".join(lines))
         fails = [m for m in run if m["status"] != "pass"]
         for m in fails:
-            print("FAIL %-9s %s %s\n     %s" % (m["status"], m["id"], m["test"], m["detail"]))
+            print("FAIL %-9s %s %s %s%s\n     %s" % (m["status"], m["id"], m["run_precision"],
+                                                 "fp16-typed " if m["fp16_typed"] else "", m["test"], m["detail"]))
     print(summary)
 
 
