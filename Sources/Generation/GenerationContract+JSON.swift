@@ -1,6 +1,7 @@
 import Foundation
 import GraphIR
 import Interpreter
+import JSON
 
 /// The `--contract FILE.json` schema (README "Generation contracts"); every key is optional and
 /// overrides what detection found (when detection fails, the keys it could not fill are needed):

@@ -1,9 +1,10 @@
 import Dispatch
 import Foundation
-import GraphIR
-import Tokenizers
-import Interpreter
 import Generation
+import GraphIR
+import Interpreter
+import JSON
+import Tokenizers
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,8 +1,9 @@
 import Foundation
-import GraphIR
-import Tokenizers
-import Interpreter
 import Generation
+import GraphIR
+import Interpreter
+import JSON
+import Tokenizers
 
 /// `forge-ir generate MODEL [--tokenizer tokenizer.json|DIR] (--prompt TEXT | --chat TEXT | --messages F.json | --prompt-ids 1,2,3)
 /// [--system TEXT] [--template auto|NAME|FILE.jinja] [--template-var K=V]... [--print-prompt] [--hide-reasoning]

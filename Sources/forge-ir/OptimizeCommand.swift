@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import JSON
 import Passes
 
 /// `forge-ir optimize IN -o OUT [--fix] [--passes a,b,c] [--pipeline NAME] [--print-ir-after-all]

@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import JSON
 import Passes
 
 /// `forge-ir reduce MODEL --check 'CMD {model}' [-o OUT.mlpackage]`: Polygraphy's

@@ -1,8 +1,9 @@
 import Comparison
 import Foundation
+import Generation
 import GraphIR
 import Interpreter
-import Generation
+import JSON
 
 /// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
 /// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`

@@ -1,4 +1,5 @@
 import GraphIR
+import JSON
 
 extension Diagnosis {
     /// Version of the JSON document below; bump on incompatible changes.
