@@ -4,19 +4,23 @@
         --forge .build/debug/forge-ir [--jobs 2] [--out tools/conformance/.work] [--filter SUBSTR]
 
 Each case (see harvest_plugin.py) is run as `forge-ir run model.mlpackage --inputs inputs.npz
---out DIR` (stateful cases chain `--state-in/--state-out` across the calls of one test, states
-starting from zeros). It passes when every expected output exists, has the expected shape
-(coremltools' compare_shapes: expected () may come back as (1,)) and is allclose at the test's
-own atol/rtol — widened as coremltools' compare_backend widens them for fp16 models or compute
-units other than CPU_ONLY: atol = max(100·atol, 0.5), rtol = max(100·rtol, 0.05) — with at most
-the test's allow_mismatch_ratio of elements outside.
+--out DIR --precision P` (stateful cases chain `--state-in/--state-out` across the calls of one
+test, states starting from zeros), P the precision of the backend the test converted for
+(`dtype` of compare_backend): fp16 backend → `--precision fp16`, fp32 backend → `fp32` (Core
+ML's CPU path). It passes as coremltools' compare_backend judges: every expected output exists,
+has the expected shape (compare_shapes: expected () may come back as (1,)) and is allclose
+(NaN equal to NaN, as assert_allclose) at the test's own atol/rtol — widened for the fp16
+backend or compute units other than CPU_ONLY to atol = max(100·atol, 0.5), rtol = max(100·rtol,
+0.05) — with at most the test's allow_mismatch_ratio of elements outside.
 
 A negative case (the test wraps the prediction in pytest.raises: invalid indices and the like)
 passes when forge-ir refuses it or its values differ from the given ones.
 
 Writes <out>/results.json (one record per case) and <out>/table.md (per op type: cases that
 contain it, passed; const and the cast ops the fp16 conversion inserts are not counted as ops
-under test), and prints the overall figure.
+under test), and prints the overall figure and three parts of it: the fp16 backend (the only
+ML Program backend coremltools' own test run uses unless INCLUDE_MIL_FP32_UNIT_TESTS=1), the fp32
+backend's fp32 programs, and the fp32 backend's programs the test typed fp16 itself.
 """
 
 import argparse
