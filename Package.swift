@@ -4,6 +4,7 @@ import PackageDescription
 let package = Package(
     name: "forge-ir",
     products: [
+        .library(name: "JSON", targets: ["JSON"]),
         .library(name: "GraphIR", targets: ["GraphIR"]),
         .library(name: "Interpreter", targets: ["Interpreter"]),
         .library(name: "Passes", targets: ["Passes"]),
@@ -31,7 +32,9 @@ let package = Package(
             name: "CoreMLProto",
             dependencies: ["CProtobufC"]
         ),
-        .target(name: "GraphIR", dependencies: ["CoreMLProto"]),
+        // The one JSON value, encoder and parser (order-keeping objects); knows nothing of models.
+        .target(name: "JSON"),
+        .target(name: "GraphIR", dependencies: ["CoreMLProto", "JSON"]),
         // Hot loops of the Interpreter: GEMM, int8 block products, attention over fp16/fp32
         // KV caches, softmax (AVX-512 or AVX2+FMA+F16C bodies picked at run time, portable
         // fallback; per-function target attributes, no unsafeFlags).
@@ -44,7 +47,7 @@ let package = Package(
         // the static diagnosis.
         .target(name: "Passes", dependencies: ["GraphIR", "Interpreter"]),
         // Hugging Face tokenizer.json and chat templates; knows nothing of models.
-        .target(name: "Tokenizers"),
+        .target(name: "Tokenizers", dependencies: ["JSON"]),
         // Driving LLM packages: input contracts, the generator, sampling.
         .target(name: "Generation", dependencies: ["GraphIR", "Interpreter", "Tokenizers"]),
         // Analyses that run the model (fp16 overflow, S=1 vs S=N): above the passes and the
@@ -63,6 +66,7 @@ let package = Package(
             dependencies: ["GraphIR", "Interpreter"],
             path: "Tests/TestSupport"
         ),
+        .testTarget(name: "JSONTests", dependencies: ["JSON", "TestSupport"]),
         .testTarget(name: "GraphIRTests", dependencies: ["GraphIR", "TestSupport"]),
         .testTarget(name: "InterpreterTests", dependencies: ["GraphIR", "Interpreter", "TestSupport"]),
         .testTarget(name: "PassesTests", dependencies: ["GraphIR", "Interpreter", "Passes", "TestSupport"]),

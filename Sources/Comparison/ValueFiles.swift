@@ -1,6 +1,7 @@
 import Foundation
 import GraphIR
 import Interpreter
+import JSON
 
 /// Files of recorded values: one `.npy` per value, named after the value (as `forge-ir dump`
 /// prints it), plus a `values.json` manifest in op order.

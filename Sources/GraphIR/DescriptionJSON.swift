@@ -1,3 +1,5 @@
+import JSON
+
 /// The machine-readable model description of `forge-ir dump --json`.
 ///
 /// Schema (compared key by key with reference JSON recorded from coremltools):

@@ -1,5 +1,6 @@
 import CoreMLProto
 import Foundation
+import JSON
 
 /// Loads Core ML ML Program models into the IR.
 ///
@@ -59,15 +60,15 @@ public enum ModelLoader {
         do { data = try SafeFile.read(manifestPath, limit: 16 << 20) } catch let f as SafeFile.Failure {
             throw ModelError.badManifest(path: manifestPath, reason: f.reason)
         }
-        guard let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        guard let json = (try? JSONValue.parse(bytes: data))?.objectValue else {
             throw ModelError.badManifest(path: manifestPath, reason: "not a JSON object")
         }
-        guard let root = json["rootModelIdentifier"] as? String else {
+        guard let root = json["rootModelIdentifier"]?.stringValue else {
             throw ModelError.badManifest(path: manifestPath, reason: "no rootModelIdentifier")
         }
-        guard let entries = json["itemInfoEntries"] as? [String: Any],
-              let entry = entries[root] as? [String: Any] ?? entries[root.uppercased()] as? [String: Any] ?? entries[root.lowercased()] as? [String: Any],
-              let rel = entry["path"] as? String else {
+        guard let entries = json["itemInfoEntries"]?.objectValue,
+              let entry = (entries[root] ?? entries[root.uppercased()] ?? entries[root.lowercased()])?.objectValue,
+              let rel = entry["path"]?.stringValue else {
             throw ModelError.badManifest(path: manifestPath, reason: "itemInfoEntries has no path for root model '\(root)'")
         }
         guard !rel.split(separator: "/").contains(".."), !rel.hasPrefix("/") else {

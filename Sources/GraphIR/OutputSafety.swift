@@ -5,6 +5,7 @@ import Darwin
 #endif
 import Dispatch
 import Foundation
+import JSON
 
 /// What `ModelWriter` may replace, and the temporary folders it leaves behind when killed.
 ///
@@ -27,12 +28,12 @@ public enum OutputSafety {
         let extra = top.filter { $0 != "Manifest.json" && $0 != "Data" }
         guard extra.isEmpty else { return "it holds \(extra.sorted().prefix(3).joined(separator: ", ")), which no .mlpackage holds" }
         guard let data = try? SafeFile.read(path + "/Manifest.json", limit: 1 << 20),
-              let json = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              json["rootModelIdentifier"] is String,
-              let entries = json["itemInfoEntries"] as? [String: Any] else {
+              let json = (try? JSONValue.parse(bytes: data))?.objectValue,
+              json["rootModelIdentifier"]?.stringValue != nil,
+              let entries = json["itemInfoEntries"]?.objectValue else {
             return "its Manifest.json is not an .mlpackage manifest"
         }
-        let items = entries.values.compactMap { ($0 as? [String: Any])?["path"] as? String }
+        let items = entries.compactMap { $0.value["path"]?.stringValue }
         guard let walker = fm.enumerator(atPath: path + "/Data") else { return nil }
         while let rel = walker.nextObject() as? String {
             var isDir: ObjCBool = false

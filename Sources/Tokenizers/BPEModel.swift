@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// Byte-pair-encoding model of a `tokenizer.json` (`model.type == "BPE"`): vocab, merges by
 /// rank, `ignore_merges`, `byte_fallback`, `unk_token` / `fuse_unk`.
@@ -38,15 +39,15 @@ final class BPEModel {
 
         // vocab
         let vnode = node["vocab"]
-        let raw = try vnode.rawObject()
+        let raw = try vnode.object()
         var vocab: [[UInt8]: Int32] = [:]
         vocab.reserveCapacity(raw.count)
         var maxId = -1
         var pairs: [(String, Int)] = []
         pairs.reserveCapacity(raw.count)
-        for (tok, idAny) in raw {
+        for (tok, idValue) in raw {
             // (the node and its path are built only for an error message)
-            let id = try (idAny as? Int) ?? JSONNode(idAny, path: vnode.path + "[\(String(reflecting: tok))]", file: vnode.file).int()
+            let id = try idValue.intValue ?? JSONNode(idValue, path: vnode.path + "[\(String(reflecting: tok))]", file: vnode.file).int()
             guard id >= 0 && id < Int(Int32.max) else { throw vnode.malformed("id \(id) of \(String(reflecting: tok)) out of range") }
             vocab[Array(tok.utf8)] = Int32(id)
             pairs.append((tok, id))
@@ -69,17 +70,17 @@ final class BPEModel {
         let mnode = node["merges"]
         var merges: [UInt64: UInt64] = [:]
         if mnode.exists {
-            guard let list = mnode.value as? [Any] else { throw mnode.malformed("expected an array") }
+            guard let list = mnode.value?.arrayValue else { throw mnode.malformed("expected an array") }
             merges.reserveCapacity(list.count)
             for (rank, value) in list.enumerated() {
                 let m = LazyNode(value: value, parent: mnode, index: rank)
                 let a: String, b: String
-                if let s = value as? String {
+                if let s = value.stringValue {
                     // split on the byte " " (not on Characters: " " + U+200D is one Character)
                     let parts = s.utf8.split(separator: 0x20, omittingEmptySubsequences: false)
                     guard parts.count == 2 else { throw m.malformed("merge \(String(reflecting: s)) is not two space-separated tokens") }
                     a = String(decoding: parts[0], as: UTF8.self); b = String(decoding: parts[1], as: UTF8.self)
-                } else if let arr = value as? [Any], arr.count == 2, let x = arr[0] as? String, let y = arr[1] as? String {
+                } else if let arr = value.arrayValue, arr.count == 2, let x = arr[0].stringValue, let y = arr[1].stringValue {
                     a = x; b = y
                 } else {
                     throw m.malformed("merge must be \"a b\" or [\"a\", \"b\"]")
@@ -214,7 +215,7 @@ final class BPEModel {
 
 /// An array element whose `JSONNode` (with its path string) is made only for an error.
 private struct LazyNode {
-    let value: Any
+    let value: JSONValue
     let parent: JSONNode
     let index: Int
     func malformed(_ reason: String) -> TokenizerError {

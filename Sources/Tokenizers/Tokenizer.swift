@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// A token of `added_tokens` in `tokenizer.json` (special tokens and user-added tokens), matched
 /// in the raw text before pre-tokenization.
@@ -77,14 +78,8 @@ public final class Tokenizer: @unchecked Sendable {
     /// Parses the contents of a `tokenizer.json`; `file` is only used in error messages.
     public init(data: Data, file: String = "tokenizer.json") throws {
         self.file = file
-        let any: Any
-        do {
-            any = try JSONSerialization.jsonObject(with: data)
-        } catch {
-            throw TokenizerError.unreadable(file: file, reason: "not valid JSON (\(error.localizedDescription))")
-        }
-        let root = JSONNode(any, file: file)
-        guard any is [String: Any] else { throw root.malformed("expected a JSON object") }
+        let root = try JSONNode.parse(Array(data), file: file)
+        guard root.value?.objectValue != nil else { throw root.malformed("expected a JSON object") }
         guard root["model"].exists else { throw root["model"].malformed("missing model") }
 
         model = try BPEModel(root["model"])

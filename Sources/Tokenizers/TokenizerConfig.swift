@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// What `apply_chat_template` takes from a Hugging Face tokenizer folder: the chat template(s)
 /// and the special tokens of `tokenizer_config.json` (with `chat_template.jinja` beside it
@@ -35,18 +36,12 @@ public struct TokenizerConfig: Equatable, Sendable {
     /// Parses the contents of a `tokenizer_config.json`.
     /// - Throws: `TokenizerError.unreadable` / `.malformed` naming `file` and the JSON path.
     public init(data: Data, file: String) throws {
-        let any: Any
-        do {
-            any = try JSONSerialization.jsonObject(with: data)
-        } catch {
-            throw TokenizerError.unreadable(file: file, reason: "not valid JSON (\(error.localizedDescription))")
-        }
-        let root = JSONNode(any, file: file)
-        guard any is [String: Any] else { throw root.malformed("expected a JSON object") }
+        let root = try JSONNode.parse(Array(data), file: file)
+        guard root.value?.objectValue != nil else { throw root.malformed("expected a JSON object") }
         self.init(file: file)
         let t = root["chat_template"]
         if t.exists {
-            if let s = t.value as? String {
+            if let s = t.value?.stringValue {
                 chatTemplates["default"] = s
             } else {
                 for item in try t.array() {
@@ -56,7 +51,7 @@ public struct TokenizerConfig: Equatable, Sendable {
         }
         func token(_ n: JSONNode) throws -> String? {
             guard n.exists else { return nil }
-            if let s = n.value as? String { return s }
+            if let s = n.value?.stringValue { return s }
             return try n["content"].string()
         }
         for k in Self.specialKeys {
@@ -87,8 +82,8 @@ public struct TokenizerConfig: Equatable, Sendable {
             chatTemplates["default"] = text
         }
         let gen = (dir as NSString).appendingPathComponent("generation_config.json")
-        if let d = FileManager.default.contents(atPath: gen), let obj = try? JSONSerialization.jsonObject(with: d) as? [String: Any] {
-            if let i = obj["eos_token_id"] as? Int { generationEOSIds = [i] } else if let a = obj["eos_token_id"] as? [Int] { generationEOSIds = a }
+        if let d = FileManager.default.contents(atPath: gen), let eos = (try? JSONValue.parse(bytes: d))?["eos_token_id"] {
+            if let i = eos.intValue { generationEOSIds = [i] } else if let a = eos.arrayValue?.compactMap(\.intValue) { generationEOSIds = a }
         }
     }
 

@@ -1,9 +1,10 @@
 import Dispatch
 import Foundation
-import GraphIR
-import Tokenizers
-import Interpreter
 import Generation
+import GraphIR
+import Interpreter
+import JSON
+import Tokenizers
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -20,7 +21,7 @@ enum BenchCommand: Command {
     static let spec = CommandSpec(
         name: "bench",
         summary: "Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of an LLM (its generation contract is detected; see dump --summary).")],
+        positionals: [CommonOptions.llmModel],
         options: [
             .int("p", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test).", range: 0...Int.max),
             .int("n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test).", range: 0...Int.max),
@@ -30,6 +31,7 @@ enum BenchCommand: Command {
             CommonOptions.int8Activations,
             CommonOptions.function,
             ContractOption.option,
+            StaticInputOption.option,
             CommonOptions.threads,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),

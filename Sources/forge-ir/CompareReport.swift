@@ -1,6 +1,7 @@
 import Comparison
 import Foundation
 import GraphIR
+import JSON
 
 /// Text table and JSON of `forge-ir compare` (schema in the README).
 enum CompareReport {

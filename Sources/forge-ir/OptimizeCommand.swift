@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import JSON
 import Passes
 
 /// `forge-ir optimize IN -o OUT [--fix] [--passes a,b,c] [--pipeline NAME] [--print-ir-after-all]
@@ -12,7 +13,7 @@ enum OptimizeCommand: Command {
     static let spec = CommandSpec(
         name: "optimize",
         summary: "Run passes over a model and write the result as an .mlpackage (atomically).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             .option("o", value: "out.mlpackage", "Where to write the optimized package (required)."),
             .option("pipeline", value: "name", "default | cleanup | empty (default: default; after --passes: none; after --fix: cleanup)."),

@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import JSON
 import Passes
 
 /// `forge-ir reduce MODEL --check 'CMD {model}' [-o OUT.mlpackage]`: Polygraphy's
@@ -9,7 +10,7 @@ enum ReduceCommand: Command {
     static let spec = CommandSpec(
         name: "reduce",
         summary: "Bisect over op order to the smallest prefix/slice whose extracted package still fails a check command.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             .option("check", value: "cmd {model}", "Shell command run on each candidate ({model} = its path); non-zero exit = still fails (required)."),
             .option("o", value: "out.mlpackage", "Write the smallest failing package here."),

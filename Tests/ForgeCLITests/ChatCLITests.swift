@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import XCTest
 
 /// `generate` with chat templates: the tokenizer's own template from its tokenizer_config.json,

@@ -2,6 +2,7 @@ import Comparison
 import Foundation
 import GraphIR
 import Interpreter
+import JSON
 import XCTest
 
 /// `forge-ir run --outputs`, `compare`, `extract` and `reduce` end to end through the binary.

@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import JSON
 import XCTest
 
 /// Every verb on compiled `.mlmodelc` fixtures (models-ir/compiled/, from

@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import JSON
 import TestSupport
 import XCTest
 

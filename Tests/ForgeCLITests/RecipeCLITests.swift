@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import JSON
 import XCTest
 
 /// The recipe fixtures (models-ir/recipes/, tools/make_recipe_fixtures.py) through the binary:

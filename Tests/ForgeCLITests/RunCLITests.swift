@@ -1,6 +1,7 @@
 import Foundation
 import GraphIR
 import Interpreter
+import JSON
 import TestSupport
 import XCTest
 

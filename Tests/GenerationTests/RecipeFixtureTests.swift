@@ -1,7 +1,8 @@
 import Foundation
+import Generation
 import GraphIR
 import Interpreter
-import Generation
+import JSON
 import TestSupport
 import XCTest
 

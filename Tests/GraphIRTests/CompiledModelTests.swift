@@ -1,7 +1,8 @@
 import Foundation
-import XCTest
 @testable import GraphIR
+import JSON
 import TestSupport
+import XCTest
 
 /// Loading `.mlmodelc` folders (`models-ir/compiled/`, laid out by
 /// tools/make_mlmodelc_fixtures.py: model.mil from the printer, coremldata.bin and metadata.json

@@ -1,6 +1,7 @@
+@testable import GraphIR
+import JSON
 import TestSupport
 import XCTest
-@testable import GraphIR
 
 /// Exact-text tests of the MIL printer, the summary and the JSON description on programs
 /// built in memory.

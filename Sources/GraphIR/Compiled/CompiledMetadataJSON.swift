@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// The `metadata.json` of a compiled `.mlmodelc`: a JSON array holding one object whose values
 /// are mostly strings (facts sheet §10, keys seen in real compiled models).
@@ -39,14 +40,14 @@ public struct CompiledMetadataJSON {
     }
 
     public init(data: Data) throws {
-        let json = try? JSONSerialization.jsonObject(with: data)
-        guard let root = (json as? [Any])?.first as? [String: Any] ?? json as? [String: Any] else {
+        let json = try? JSONValue.parse(bytes: data)
+        guard let root = json?.arrayValue?.first?.objectValue ?? json?.objectValue else {
             throw Unreadable(description: "metadata.json is not an array holding an object")
         }
         var d = ModelDescription()
         var notes: [String] = []
-        func schema(_ key: String, in o: [String: Any], context: String) -> [FeatureDescription] {
-            guard let list = o[key] as? [[String: Any]] else { return [] }
+        func schema(_ key: String, in o: JSONObject, context: String) -> [FeatureDescription] {
+            guard let list = o[key]?.arrayValue?.compactMap(\.objectValue) else { return [] }
             return list.compactMap { f in
                 do { return try Self.feature(f, state: key == "stateSchema") } catch {
                     notes.append("metadata.json \(context)\(key): \(error)")
@@ -57,7 +58,7 @@ public struct CompiledMetadataJSON {
         d.inputs = schema("inputSchema", in: root, context: "")
         d.outputs = schema("outputSchema", in: root, context: "")
         d.states = schema("stateSchema", in: root, context: "")
-        if let fs = root["functions"] as? [[String: Any]] {
+        if let fs = root["functions"]?.arrayValue?.compactMap(\.objectValue) {
             d.functions = fs.map { f in
                 let n = Self.string(f["name"]) ?? ""
                 return FunctionDescription(name: n, inputs: schema("inputSchema", in: f, context: "function '\(n)' "),
@@ -74,16 +75,16 @@ public struct CompiledMetadataJSON {
         meta.license = Self.string(root["license"]) ?? ""
         meta.shortDescription = Self.string(root["shortDescription"]) ?? ""
         meta.versionString = Self.string(root["version"]) ?? Self.string(root["versionString"]) ?? ""
-        if let ud = root["userDefinedMetadata"] as? [String: Any] {
+        if let ud = root["userDefinedMetadata"]?.objectValue {
             meta.userDefined = ud.keys.sorted().map { (key: $0, value: Self.string(ud[$0]) ?? "") }
         }
         d.metadata = meta
         description = d
         specificationVersion = (Self.string(root["specificationVersion"])).flatMap { Int32($0) }
-        if let h = root["mlProgramOperationTypeHistogram"] as? [String: Any] {
+        if let h = root["mlProgramOperationTypeHistogram"]?.objectValue {
             var out: [String: Int] = [:]
             for (k, v) in h {
-                guard let n = (v as? NSNumber)?.intValue ?? Self.string(v).flatMap({ Int($0) }) else { continue }
+                guard let n = v.intValue ?? Self.string(v).flatMap({ Int($0) }) else { continue }
                 out[Self.milOpName(k), default: 0] += n
             }
             operationHistogram = out
@@ -107,25 +108,38 @@ public struct CompiledMetadataJSON {
         return out
     }
 
-    static func string(_ v: Any?) -> String? {
-        if let s = v as? String { return s }
-        if let n = v as? NSNumber { return n.stringValue }
-        return nil
+    /// A string value, or a number written as the string Core ML would write (`1`, `0.5`).
+    static func string(_ v: JSONValue?) -> String? {
+        switch v {
+        case let .string(s)?: return s
+        case let .int(i)?: return String(i)
+        case let .double(d)?: return String(d)
+        case let .bool(b)?: return b ? "1" : "0"
+        default: return nil
+        }
     }
 
     struct Bad: Error, CustomStringConvertible { var description: String }
 
     /// `"[1, 8]"` → [1, 8]; `"[[1, 1], [1, 2048]]"` → [[1, 1], [1, 2048]].
     static func intLists(_ text: String) -> [[Int]]? {
-        guard let data = text.data(using: .utf8), let v = try? JSONSerialization.jsonObject(with: data) as? [[NSNumber]] else { return nil }
-        return v.map { $0.map(\.intValue) }
+        guard let rows = (try? JSONValue.parse(text))?.arrayValue else { return nil }
+        var out: [[Int]] = []
+        for row in rows {
+            guard let r = row.arrayValue else { return nil }
+            let ints = r.compactMap(\.intValue)
+            guard ints.count == r.count else { return nil }
+            out.append(ints)
+        }
+        return out
     }
     static func intList(_ text: String) -> [Int]? {
-        guard let data = text.data(using: .utf8), let v = try? JSONSerialization.jsonObject(with: data) as? [NSNumber] else { return nil }
-        return v.map(\.intValue)
+        guard let r = (try? JSONValue.parse(text))?.arrayValue else { return nil }
+        let ints = r.compactMap(\.intValue)
+        return ints.count == r.count ? ints : nil
     }
 
-    static func feature(_ f: [String: Any], state: Bool) throws -> FeatureDescription {
+    static func feature(_ f: JSONObject, state: Bool) throws -> FeatureDescription {
         guard let name = string(f["name"]), !name.isEmpty else { throw Bad(description: "a feature without a name") }
         let type = string(f["type"]) ?? (state ? "State" : "MultiArray")
         let optional = string(f["isOptional"]) == "1"

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// A value in the Jinja subset (`JinjaTemplate`), with Python's semantics where Jinja2 inherits
 /// them: strings are sequences of Unicode scalars (Python `str` code points), integers and floats
@@ -27,26 +28,16 @@ public indirect enum JinjaValue: Sendable {
     /// - Throws: `JinjaError.syntax` naming the line.
     public static func parseJSON(_ text: String) throws -> JinjaValue { try JinjaJSON.parse(text) }
 
-    /// Converts a `JSONSerialization` value (dictionaries lose their key order there: keys are
-    /// sorted so that the result does not depend on hashing; use `parseJSON` to keep it).
-    public static func fromJSON(_ any: Any?) -> JinjaValue {
-        switch any {
-        case nil, is NSNull: return .none
-        case let s as String: return .string(s)
-        case let n as NSNumber:
-            // JSONSerialization gives NSNumbers: "c" for booleans, "d" / "f" for floats
-            switch String(cString: n.objCType) {
-            case "c", "B": return .bool(n.boolValue)
-            case "d", "f": return .double(n.doubleValue)
-            default: return .int(n.intValue)
-            }
-        case let b as Bool: return .bool(b)
-        case let i as Int: return .int(i)
-        case let d as Double: return .double(d)
-        case let a as [Any]: return .array(a.map { fromJSON($0) })
-        case let d as [String: Any]:
-            return .object(JinjaObject(d.keys.sorted().map { ($0, fromJSON(d[$0])) }))
-        default: return .none
+    /// Converts a parsed JSON value; objects keep their keys' order.
+    public static func fromJSON(_ json: JSONValue) -> JinjaValue {
+        switch json {
+        case .null: return .none
+        case let .bool(b): return .bool(b)
+        case let .int(i): return .int(i)
+        case let .double(d): return .double(d)
+        case let .string(s): return .string(s)
+        case let .array(a): return .array(a.map(fromJSON))
+        case let .object(o): return .object(JinjaObject(o.map { ($0.key, fromJSON($0.value)) }))
         }
     }
 

@@ -1,6 +1,8 @@
-/// A JSON value with a deterministic encoder (sorted keys, 2-space indent, integers stay
-/// integers) and a small strict parser, so that machine-readable output never depends on
-/// Foundation's number bridging.
+/// The one JSON value of forge-ir (RFC 8259): a deterministic encoder (2-space indent, integers
+/// stay integers, keys sorted unless asked to keep their order) and a strict parser that keeps
+/// object keys in their order and reports the byte offset and line of an error. Machine-readable
+/// output, model metadata, generation contracts, `tokenizer.json` and the chat templates' JSON
+/// all go through it, so no output depends on Foundation's number bridging.
 public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
     case null
     case bool(Bool)
@@ -8,27 +10,49 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
     case double(Double)
     case string(String)
     case array([JSONValue])
-    case object([String: JSONValue])
+    case object(JSONObject)
+
+    /// An object from a dictionary (rendered with sorted keys).
+    public static func object(_ dictionary: [String: JSONValue]) -> JSONValue { .object(JSONObject(dictionary)) }
 
     public subscript(key: String) -> JSONValue? {
         if case let .object(o) = self { return o[key] }
         return nil
     }
 
+    public var objectValue: JSONObject? { if case let .object(o) = self { return o } else { return nil } }
     public var arrayValue: [JSONValue]? { if case let .array(a) = self { return a } else { return nil } }
     public var stringValue: String? { if case let .string(s) = self { return s } else { return nil } }
-    public var intValue: Int? { if case let .int(i) = self { return i } else { return nil } }
+    public var boolValue: Bool? { if case let .bool(b) = self { return b } else { return nil } }
+    /// An integer, or a float with an integral value that fits `Int` (`2.0`).
+    public var intValue: Int? {
+        switch self {
+        case let .int(i): return i
+        case let .double(d) where d == d.rounded() && abs(d) < 9.2e18: return Int(d)
+        default: return nil
+        }
+    }
+    /// Any number as a `Double`.
+    public var doubleValue: Double? {
+        switch self {
+        case let .int(i): return Double(i)
+        case let .double(d): return d
+        default: return nil
+        }
+    }
+    public var isNull: Bool { self == .null }
 
     public var description: String { render() }
 
-    /// JSON text. `pretty`: 2-space indentation, `"key": value`; keys are always sorted.
-    public func render(pretty: Bool = true) -> String {
+    /// JSON text. `pretty`: 2-space indentation, `"key": value`. `sortKeys`: object keys in
+    /// sorted order (the default, for stable machine output); otherwise in their own order.
+    public func render(pretty: Bool = true, sortKeys: Bool = true) -> String {
         var out = ""
-        write(into: &out, pretty: pretty, indent: 0)
+        write(into: &out, pretty: pretty, sortKeys: sortKeys, indent: 0)
         return out
     }
 
-    private func write(into out: inout String, pretty: Bool, indent: Int) {
+    private func write(into out: inout String, pretty: Bool, sortKeys: Bool, indent: Int) {
         switch self {
         case .null: out += "null"
         case let .bool(b): out += b ? "true" : "false"
@@ -46,60 +70,62 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
             for (i, v) in a.enumerated() {
                 if i > 0 { out += "," }
                 if pretty { out += "\n" + String(repeating: " ", count: indent + 2) }
-                v.write(into: &out, pretty: pretty, indent: indent + 2)
+                v.write(into: &out, pretty: pretty, sortKeys: sortKeys, indent: indent + 2)
             }
             if pretty { out += "\n" + String(repeating: " ", count: indent) }
             out += "]"
         case let .object(o):
             if o.isEmpty { out += "{}"; return }
             out += "{"
-            for (i, k) in o.keys.sorted().enumerated() {
+            for (i, k) in (sortKeys ? o.keys.sorted() : o.keys).enumerated() {
                 if i > 0 { out += "," }
                 if pretty { out += "\n" + String(repeating: " ", count: indent + 2) }
                 out += JSONValue.quote(k) + (pretty ? ": " : ":")
-                o[k]!.write(into: &out, pretty: pretty, indent: indent + 2)
+                o[k]!.write(into: &out, pretty: pretty, sortKeys: sortKeys, indent: indent + 2)
             }
             if pretty { out += "\n" + String(repeating: " ", count: indent) }
             out += "}"
         }
     }
 
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 {
-                    let h = String(u.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - h.count) + h
-                } else {
-                    out.unicodeScalars.append(u)
-                }
-            }
-        }
-        return out + "\""
+    /// A JSON string literal: `"`, `\`, and the controls escaped as Python's `json.dumps`
+    /// writes them (`\n`, `\b`, `\u001f`); `ensureASCII` also escapes every scalar above
+    /// 0x7E (UTF-16 surrogate pairs above 0xFFFF), as `json.dumps(ensure_ascii=True)`.
+    public static func quote(_ s: String, ensureASCII: Bool = false) -> String {
+        "\"" + (ensureASCII ? asciiEscaper : utf8Escaper).escape(s) + "\""
     }
+
+    static let escapes: [Unicode.Scalar: String] = [
+        "\"": "\\\"", "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\u{08}": "\\b", "\u{0C}": "\\f",
+    ]
+    static let utf8Escaper = ScalarEscaper(escapes) { $0.value < 0x20 ? ScalarEscaper.unicodeEscape($0) : nil }
+    static let asciiEscaper = ScalarEscaper(escapes) { $0.value < 0x20 || $0.value > 0x7E ? ScalarEscaper.unicodeEscape($0) : nil }
 
     // MARK: - parsing
 
     public struct ParseError: Error, CustomStringConvertible {
+        /// Byte offset of the error in the UTF-8 text.
         public var offset: Int
+        /// 1-based line of the error.
+        public var line: Int
         public var reason: String
-        public var description: String { "JSON parse error at byte \(offset): \(reason)" }
+        public var description: String { "JSON parse error at line \(line) (byte \(offset)): \(reason)" }
     }
 
-    /// Parses JSON text. Numbers without fraction or exponent that fit an `Int` become `.int`.
+    /// Parses JSON text; object keys keep their order. Numbers without fraction or exponent that
+    /// fit an `Int` become `.int`. Nesting deeper than 512 levels is an error, never a crash.
+    /// - Throws: ``ParseError``.
     public static func parse(_ text: String) throws -> JSONValue {
-        var p = Parser(bytes: Array(text.utf8))
+        try parse(bytes: Array(text.utf8))
+    }
+
+    /// Parses UTF-8 JSON bytes (a file's contents); see ``parse(_:)``.
+    public static func parse<Bytes: Collection>(bytes: Bytes) throws -> JSONValue where Bytes.Element == UInt8 {
+        var p = Parser(bytes: Array(bytes))
         p.skipSpace()
         let v = try p.value(depth: 0)
         p.skipSpace()
-        guard p.i == p.bytes.count else { throw ParseError(offset: p.i, reason: "trailing characters") }
+        guard p.i == p.bytes.count else { throw p.fail("trailing characters") }
         return v
     }
 
@@ -111,7 +137,10 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
             while i < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[i]) { i += 1 }
         }
 
-        func fail(_ reason: String) -> ParseError { ParseError(offset: i, reason: reason) }
+        func fail(_ reason: String) -> ParseError {
+            let upTo = min(i, bytes.count)
+            return ParseError(offset: i, line: bytes[..<upTo].lazy.filter { $0 == 0x0A }.count + 1, reason: reason)
+        }
 
         mutating func expect(_ literal: String) throws {
             let l = Array(literal.utf8)
@@ -143,7 +172,7 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
                 }
             case UInt8(ascii: "{"):
                 i += 1
-                var o: [String: JSONValue] = [:]
+                var o = JSONObject()
                 skipSpace()
                 if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(o) }
                 while true {
@@ -165,17 +194,34 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
             }
         }
 
+        /// RFC 8259 numbers: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
         mutating func number() throws -> JSONValue {
             let start = i
-            var isInt = true
+            func isDigit() -> Bool { i < bytes.count && bytes[i] >= 0x30 && bytes[i] <= 0x39 }
+            func digits() -> Int {
+                let from = i
+                while isDigit() { i += 1 }
+                return i - from
+            }
             if i < bytes.count, bytes[i] == UInt8(ascii: "-") { i += 1 }
-            while i < bytes.count {
-                let c = bytes[i]
-                if c >= 0x30 && c <= 0x39 { i += 1; continue }
-                if c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") || c == UInt8(ascii: "+") || c == UInt8(ascii: "-") {
-                    isInt = false; i += 1; continue
-                }
-                break
+            guard isDigit() else { throw fail(i == start ? "expected a value" : "expected a digit after '-'") }
+            if bytes[i] == UInt8(ascii: "0") {
+                i += 1
+                if isDigit() { throw fail("a number cannot have a leading zero") }
+            } else {
+                _ = digits()
+            }
+            var isInt = true
+            if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
+                i += 1
+                isInt = false
+                guard digits() > 0 else { throw fail("expected a digit after '.'") }
+            }
+            if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+                i += 1
+                isInt = false
+                if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
+                guard digits() > 0 else { throw fail("expected a digit in the exponent") }
             }
             let text = String(decoding: bytes[start..<i], as: UTF8.self)
             if isInt, let v = Int(text) { return .int(v) }

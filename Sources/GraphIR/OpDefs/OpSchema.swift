@@ -84,7 +84,7 @@ public struct OpSchema: Sendable {
     public var halfViewInputs: Set<String>
     /// The shape rule of symbolic shape inference; nil: the op keeps the type the file declares
     /// (it is then listed in ``OpRegistry/declaredTypeOnly``).
-    var shapeRule: ShapeRules.Rule? { ShapeRules.table[name] }
+    var shapeRule: ShapeRule? { OpRegistry.shapeRule(name) }
     public var hasShapeRule: Bool { shapeRule != nil }
 
     public init(_ name: String, _ inputs: [InputSpec], family: OpFamily = .elementwise, parametersInAttributes: Bool = false,
