@@ -114,13 +114,17 @@ public final class ExecutionPlan {
         func walk(_ p: BlockPlan) {
             for st in p.steps {
                 if st.fusedStateWrite { out["state_write", default: 0] += 1 }
-                if st.inputs.first?.name == "query" && st.op.type == "matmul" { out["attention", default: 0] += 1 }
+                if AttentionFusion.isFused(st) { out["attention", default: 0] += 1 }
                 for b in st.blocks { walk(b) }
             }
         }
         walk(root)
         return out
     }
+
+    /// Every fusion candidate of the top-level block: fused (with its run-time calls and
+    /// fallbacks) or why not (see ``fusionReport()``).
+    public private(set) var fusionSites: [FusionSite] = []
 
     /// When set, time spent per op type (seconds, calls) is accumulated here.
     public var profile: [String: (seconds: Double, calls: Int)]? {
@@ -169,7 +173,7 @@ public final class ExecutionPlan {
             out += String(format: "run calls %.4f s: kernels %.4f s, outside kernels (interpreter) %.4f s = %.1f%%\n",
                           profileRunSeconds, total, outside, outside / profileRunSeconds * 100)
         }
-        return out
+        return out + fusionReport()
     }
 
     /// Builds the plan.
@@ -195,11 +199,14 @@ public final class ExecutionPlan {
             throw InterpreterError.unsupportedOps(function: function.name, ops: missing.sorted())
         }
         let protected = protectedSlots()
-        if precision == .fp32 && observing != .all {
-            AttentionFusion.apply(root, useCount: useCounts(root), protected: protected)
-        }
         if observing != .all {
-            StateUpdateFusion.apply(root, useCount: useCounts(root), protected: protected)
+            if precision == .fp32 {
+                let consts = constants
+                fusionSites += AttentionFusion.apply(root, useCount: useCounts(root), protected: protected,
+                                                     constant: { consts.indices.contains($0) ? consts[$0] : nil },
+                                                     precision: precision, int8Activations: self.int8Activations)
+            }
+            fusionSites += StateUpdateFusion.apply(root, useCount: useCounts(root), protected: protected)
         }
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
         installRowSelection(useCount: useCounts(root))

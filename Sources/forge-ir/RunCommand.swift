@@ -28,6 +28,7 @@ enum RunCommand: Command {
             .option("max-output-bytes", value: "n", "Budget for the .npy bytes --outputs writes (default 1073741824 = 1 GiB; suffixes K, M, G)."),
             .option("save-inputs", value: "dir", "Write the inputs of the call as <input>.npy (+ values.json) for a golden folder."),
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
+            .flag("profile", "Print time per op type over the timed calls, and the share outside the kernels (stderr)."),
             .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
             CommonOptions.maxMemory,
         ],
@@ -107,6 +108,8 @@ enum RunCommand: Command {
         var samples: [Double] = []
         var outputs: [String: Tensor] = [:]
         for call in 0...repeats {
+            // The profile covers the timed calls only (the warm-up evaluates the constants).
+            if args.flag("profile") && (repeats == 0 || call == 1) { session.plan.profile = [:] }
             if call > 0 {
                 if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) } else { session.states.reset() }
             }
@@ -118,6 +121,10 @@ enum RunCommand: Command {
         let sorted = samples.sorted()
         let seconds = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         session.plan.valueObserver = nil
+        if args.flag("profile") {
+            Console.err(session.plan.profileReport())
+            session.plan.profile = nil
+        }
         if let dir = args.value("out") {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             for (name, t) in outputs { try NPY.write(t, path: dir + "/" + ValueFiles.fileName(for: name)) }

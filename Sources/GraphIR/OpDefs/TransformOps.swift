@@ -32,14 +32,14 @@ extension OpDefs {
             var inferAt: Int?
             for (i, d) in target.enumerated() {
                 if d.constant == -1 {
-                    guard inferAt == nil else { throw ctx.fail(.shapeError, "reshape shape has more than one -1", [("x", text(xs)), ("shape", text(target))]) }
+                    guard inferAt == nil else { throw ctx.fail(.shapeError, "reshape shape has more than one -1", [("x", text(xs)), ("shape", value(target))]) }
                     inferAt = i; out.append(1)
                 } else if d.constant == 0 {
-                    guard i < xs.count else { throw ctx.fail(.shapeError, "reshape shape[\(i)] = 0 copies an axis x does not have", [("x", text(xs)), ("shape", text(target))]) }
+                    guard i < xs.count else { throw ctx.fail(.shapeError, "reshape shape[\(i)] = 0 copies an axis x does not have", [("x", text(xs)), ("shape", value(target))]) }
                     out.append(xs[i])
                 } else { out.append(d) }
             }
-            let sh = [("x", text(xs)), ("shape", text(target))]
+            let sh = [("x", text(xs)), ("shape", value(target))]
             let known = out.reduce(DimExpr(1), *)
             if let i = inferAt {
                 if let k = known.constant, k == 0 { throw ctx.fail(.zeroDimension, "reshape with -1 and a zero-sized dimension", sh) }
@@ -196,7 +196,7 @@ extension OpDefs {
             let ts = try ctx.variadicTensors("values")
             guard let first = ts.first, let s0 = first.shape, let axisRaw = ctx.constInt("axis") else { throw Unsupported() }
             let axis = try ctx.normalizeAxis(axisRaw, rank: s0.count + 1)
-            let sh = ts.enumerated().map { ("values[\($0.offset)]", describeShape($0.element.shape)) }
+            let sh = ts.enumerated().map { ("values[\($0.offset)]", IssueShape(shape: $0.element.shape)) }
             for t in ts {
                 guard let s = t.shape, s.count == s0.count else { throw ctx.fail(.shapeError, "stack of tensors of different ranks", sh) }
                 for i in 0..<s.count { try ctx.requireEqual(s0[i], s[i], "stack: axis \(i) differs", sh) }
