@@ -70,7 +70,7 @@ enum StaticInputOption {
                     var reason = "\(e)"
                     if case let .badInput(_, _, r) = e { reason = r.components(separatedBy: "; the file ").first ?? r }
                     out.append(Finding(.error, "static_input_mismatch", function: f.name,
-                                       shapes: [(name: name, shape: "\(v.type)"), (name: "file", shape: "\(a.dtype.rawValue) \(a.shape)")],
+                                       shapes: [ShapeNote(name, v.type), ShapeNote("file", dtype: a.dtype, shape: a.shape)],
                                        message: "static input '\(name)' is declared \(v.type) but \(a.path) holds \(a.dtype.rawValue) \(a.shape) (\(reason))",
                                        fix: "Bind the file written for this model (a table of the declared shape), or re-export the model for the table you have."))
                 }
