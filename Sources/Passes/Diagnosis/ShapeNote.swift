@@ -1,4 +1,5 @@
 import GraphIR
+import JSON
 
 /// A shape a finding names — the operand, its dtype and its dimensions — in one format for
 /// every check of `diagnose`:
