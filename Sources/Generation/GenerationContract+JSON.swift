@@ -15,8 +15,10 @@ import JSON
 ///   "kv": {"states": ["keyCache", "valueCache"]},  // or {"pairs": [["key_cache", "key_cache_out"]]}
 ///   "logits": "logits",
 ///   "context_length": 2048,
-///   "static_inputs": ["per_layer_table"] }
+///   "static_inputs": ["per_layer_table"],     // or {"ple_table": "ple_table.npy", "ple_scale": "s.bin:fp32:262144"}
+///   "provider": {"input": "per_layer_raw", "table": "t.bin:int8:262144,8960", "scale": "s.npy", "rows_by": "input_ids"} }
 /// ```
+/// File paths are taken from the contract file's folder when relative.
 extension GenerationContract {
     /// Reads a contract file for `model`.
     /// - Throws: `GenerationError` naming the file and the key that is malformed or missing.
@@ -35,7 +37,7 @@ extension GenerationContract {
         }
         guard case let .object(o) = json else { throw GenerationError("\(file): the contract must be a JSON object") }
         let known: Set<String> = ["function", "prefill", "decode", "token_ids", "positions", "mask", "write_offset", "kv",
-                                  "logits", "context_length", "static_inputs"]
+                                  "logits", "context_length", "static_inputs", "provider"]
         if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) {
             throw GenerationError("\(file): unknown key \"\(unknown)\" (known: \(known.sorted().joined(separator: ", ")))")
         }
@@ -164,12 +166,45 @@ extension GenerationContract {
         if ctx == nil { missing.append("context_length") }
 
         var statics = base?.staticInputs ?? []
+        var staticFiles: [String: String] = [:]
+        let folder = (file as NSString).deletingLastPathComponent
+        func resolved(_ spec: String) -> String {
+            spec.hasPrefix("/") || folder.isEmpty || !FileManager.default.fileExists(atPath: file) ? spec : folder + "/" + spec
+        }
         if let s = o["static_inputs"] {
-            guard let a = s.arrayValue else { throw bad("static_inputs", "a list of input names") }
-            statics = try a.map { v in
-                guard let n = v.stringValue else { throw bad("static_inputs", "a list of input names") }
-                return try input(n, "static_inputs")
+            if case let .object(files) = s {
+                for (n, v) in files.sorted(by: { $0.key < $1.key }) {
+                    guard let spec = v.stringValue else { throw bad("static_inputs.\(n)", "a file (FILE.npy or FILE:dtype:shape)") }
+                    staticFiles[try input(n, "static_inputs")] = resolved(spec)
+                }
+                statics = Array(Set(statics).union(staticFiles.keys)).sorted { a, b in
+                    (f.inputs.firstIndex { $0.name == a } ?? 0) < (f.inputs.firstIndex { $0.name == b } ?? 0)
+                }
+            } else {
+                guard let a = s.arrayValue else { throw bad("static_inputs", "a list of input names, or an object of input name to file") }
+                statics = try a.map { v in
+                    guard let n = v.stringValue else { throw bad("static_inputs", "a list of input names") }
+                    return try input(n, "static_inputs")
+                }
             }
+        }
+        var provider: TableRowProvider.Spec?
+        if let p = o["provider"] {
+            guard case let .object(po) = p, let name = po["input"]?.stringValue, let table = po["table"]?.stringValue else {
+                throw bad("provider", "{\"input\": NAME, \"table\": FILE, \"scale\": FILE, \"rows_by\": \"input_ids\"}")
+            }
+            let knownKeys: Set<String> = ["input", "table", "scale", "rows_by"]
+            if let unknown = po.keys.sorted().first(where: { !knownKeys.contains($0) }) {
+                throw GenerationError("\(file): unknown key \"provider.\(unknown)\" (known: \(knownKeys.sorted().joined(separator: ", ")))")
+            }
+            if let sc = po["scale"], sc.stringValue == nil, sc != .null { throw bad("provider.scale", "a file (FILE.npy or FILE:dtype:shape)") }
+            let rowsBy = try po["rows_by"].map { v -> String in
+                guard let n = v.stringValue else { throw bad("provider.rows_by", "an input name") }
+                return try input(n, "provider.rows_by")
+            }
+            provider = TableRowProvider.Spec(input: try input(name, "provider.input"), table: resolved(table),
+                                             scale: po["scale"]?.stringValue.map(resolved), rowsBy: rowsBy ?? tokenIDs ?? "input_ids")
+            statics.removeAll { $0 == name }
         }
         guard missing.isEmpty, let tokenIDs, let offset, let positions, let kv, let logits, let ctx else {
             throw GenerationError("\(file): detection could not fill \(missing.joined(separator: ", ")); give \(missing.count == 1 ? "it" : "them") in the file")
@@ -188,6 +223,8 @@ extension GenerationContract {
         }
         self.init(tokenIDs: tokenIDs, positions: positions, mask: mask, writeOffset: offset, kv: kv, functions: functions,
                   logits: logits, contextLength: ctx, staticInputs: statics, source: "file \(file)")
+        staticInputFiles = staticFiles
+        self.provider = provider
     }
 
     /// The contract as the JSON schema above (plus "source" and "recipe"), for `dump --json`.
@@ -221,6 +258,11 @@ extension GenerationContract {
         case let .stackedStates(n): o["kv"] = .object(["states": .array(n.map { .string($0) }), "layout": .string("stacked_states")])
         case let .explicit(p): o["kv"] = .object(["pairs": .array(p.map { .array([.string($0.input), .string($0.output)]) }), "layout": .string("explicit")])
         }
+        if !staticInputFiles.isEmpty { o["static_input_files"] = .object(staticInputFiles.mapValues { .string($0) }) }
+        if let p = provider {
+            o["provider"] = .object(["input": .string(p.input), "table": .string(p.table), "scale": p.scale.map { .string($0) } ?? .null,
+                                     "rows_by": .string(p.rowsBy)])
+        }
         return .object(o)
     }
 
@@ -252,7 +294,12 @@ extension GenerationContract {
         case let .explicit(p): l.append("  KV: explicit inputs/outputs \(p.map { "\($0.input) -> \($0.output)" }.joined(separator: ", "))")
         }
         l.append("  logits: \(logits) · context: \(contextLength)")
-        if !staticInputs.isEmpty { l.append("  static inputs (bind once): \(staticInputs.joined(separator: ", "))") }
+        if !staticInputs.isEmpty {
+            l.append("  static inputs (bind once): " + staticInputs.map { n in staticInputFiles[n].map { "\(n) = \($0)" } ?? n }.joined(separator: ", "))
+        }
+        if let p = provider {
+            l.append("  provider: \(p.input) = rows of \(p.table)\(p.scale.map { " × \($0)" } ?? "") by \(p.rowsBy)")
+        }
         return l
     }
 }

@@ -177,11 +177,41 @@ enum ConvKernels {
         guard groups >= 1, w.shape[0] == cin, cin % groups == 0 else {
             throw KernelError("conv_transpose channels: x \(x.shape), weight \(w.shape) (expected [Cin, Cout/groups, *K]), groups \(groups)")
         }
-        let coutG = w.shape[1], cout = coutG * groups, cinG = cin / groups
+        let cout = w.shape[1] * groups
         let kernel = Array(w.shape[2...]), input = Array(x.shape[2...])
         let strides = try spatial(inv, "strides", rank: r, default: 1)
         let dil = try spatial(inv, "dilations", rank: r, default: 1)
-        let eff = (0..<r).map { (kernel[$0] - 1) * dil[$0] + 1 }
+        let (pb, outSp) = try convTransposeOutput(inv, input: input, kernel: kernel, strides: strides, dilations: dil)
+        let bias = try MatmulKernels.biasVector(inv.optionalTensor("bias"), cout)
+        let geometry = ConvTransposeGeometry(I: to3(input, 1), K: to3(kernel, 1), S: to3(strides, 1), D: to3(dil, 1),
+                                             P: to3(pb, 0), O: to3(outSp, 1))
+        var out = convTransposeProducts(x.floats, w.floats, batch: batch, cin: cin, cout: cout, groups: groups, geometry)
+        if let bias {
+            let outP = geometry.outPositions
+            for n in 0..<batch {
+                for co in 0..<cout {
+                    let base = (n * cout + co) * outP
+                    for i in 0..<outP { out[base + i] += bias[co] }
+                }
+            }
+        }
+        return [.tensor(Tensor(MatmulKernels.floatDType(x.dtype), shape: [batch, cout] + outSp, floats: out))]
+    }
+
+    /// The spatial sizes of one `conv_transpose`, each padded to three dimensions: input `I`,
+    /// kernel `K`, strides `S`, dilations `D`, begin crop `P`, output `O`.
+    struct ConvTransposeGeometry {
+        let I: [Int], K: [Int], S: [Int], D: [Int], P: [Int], O: [Int]
+        var inPositions: Int { I[0] * I[1] * I[2] }
+        var outPositions: Int { O[0] * O[1] * O[2] }
+        var kernelPositions: Int { K[0] * K[1] * K[2] }
+    }
+
+    /// The begin crop and output size per spatial dimension from `pad_type`, `pad` and
+    /// `output_shape` (rank `r` or `r + 2` values; it wins over the padding's size).
+    static func convTransposeOutput(_ inv: KernelInvocation, input: [Int], kernel: [Int], strides: [Int], dilations: [Int]) throws -> (begin: [Int], size: [Int]) {
+        let r = input.count
+        let eff = (0..<r).map { (kernel[$0] - 1) * dilations[$0] + 1 }
         let full = (0..<r).map { (input[$0] - 1) * strides[$0] + eff[$0] }
         let padType = try inv.string("pad_type", default: "valid").lowercased()
         var given: [Int]? = nil
@@ -211,61 +241,72 @@ enum ConvKernels {
         }
         if let g = given { outSp = g }
         guard outSp.allSatisfy({ $0 >= 1 }) else { throw KernelError("conv_transpose output size \(outSp) is not positive") }
-        let bias = try MatmulKernels.biasVector(inv.optionalTensor("bias"), cout)
+        return (pb, outSp)
+    }
 
-        let I = to3(input, 1), K = to3(kernel, 1), S = to3(strides, 1), Dl = to3(dil, 1), P = to3(pb, 0), O = to3(outSp, 1)
-        let kprod = K[0] * K[1] * K[2]
-        let inP = I[0] * I[1] * I[2], outP = O[0] * O[1] * O[2]
-        let rowsG = coutG * kprod
+    /// `[N, Cout, *O]` without bias: per (batch, group) `Wᵀ·x` (``GEMM/nn``) gives every
+    /// input position's contribution under every kernel offset, which ``col2im`` adds into
+    /// the output. `xs` is `[N, Cin, *I]`, `ws` `[Cin, Cout/groups, *K]`.
+    static func convTransposeProducts(_ xs: [Float], _ ws: [Float], batch: Int, cin: Int, cout: Int, groups: Int,
+                                      _ g: ConvTransposeGeometry) -> [Float] {
+        let inP = g.inPositions, outP = g.outPositions
+        let cinG = cin / groups, coutG = cout / groups, rowsG = coutG * g.kernelPositions
         var out = [Float](repeating: 0, count: batch * cout * outP)
-        let xs = x.floats, ws = w.floats
-        if !out.isEmpty && inP > 0 {
-            // Wᵀ per group: [Cout/groups · kprod, Cin/groups].
-            var wt = [Float](repeating: 0, count: ws.count)
-            var cols = [Float](repeating: 0, count: rowsG * inP)
-            MatmulKernels.withBase(ws) { wp in
-                wt.withUnsafeMutableBufferPointer { tb in
-                    for g in 0..<groups {
-                        GEMM.transpose(wp + g * cinG * rowsG, rows: cinG, cols: rowsG, ld: rowsG, into: tb.baseAddress! + g * cinG * rowsG)
+        guard !out.isEmpty && inP > 0 else { return out }
+        // Wᵀ per group: [Cout/groups · kprod, Cin/groups].
+        var wt = [Float](repeating: 0, count: ws.count)
+        MatmulKernels.withBase(ws) { wp in
+            wt.withUnsafeMutableBufferPointer { tb in
+                for gi in 0..<groups {
+                    GEMM.transpose(wp + gi * cinG * rowsG, rows: cinG, cols: rowsG, ld: rowsG, into: tb.baseAddress! + gi * cinG * rowsG)
+                }
+            }
+        }
+        var cols = [Float](repeating: 0, count: rowsG * inP)
+        MatmulKernels.withBase(xs) { xp in
+            wt.withUnsafeBufferPointer { tb in
+                cols.withUnsafeMutableBufferPointer { cb in
+                    out.withUnsafeMutableBufferPointer { ob in
+                        for n in 0..<batch {
+                            for gi in 0..<groups {
+                                GEMM.nn(m: rowsG, n: inP, k: cinG, a: tb.baseAddress! + gi * cinG * rowsG, lda: cinG,
+                                        b: xp + (n * cin + gi * cinG) * inP, ldb: inP, c: cb.baseAddress!, ldc: inP)
+                                col2im(UnsafePointer(cb.baseAddress!), channels: coutG, g,
+                                       into: ob.baseAddress! + (n * cout + gi * coutG) * outP)
+                            }
+                        }
                     }
                 }
             }
-            MatmulKernels.withBase(xs) { xp in
-                wt.withUnsafeBufferPointer { tb in
-                    cols.withUnsafeMutableBufferPointer { cb in
-                        out.withUnsafeMutableBufferPointer { ob in
-                            let c = cb.baseAddress!
-                            for n in 0..<batch {
-                                for g in 0..<groups {
-                                    GEMM.nn(m: rowsG, n: inP, k: cinG, a: tb.baseAddress! + g * cinG * rowsG, lda: cinG,
-                                            b: xp + (n * cin + g * cinG) * inP, ldb: inP, c: c, ldc: inP)
-                                    // col2im
-                                    var row = 0
-                                    for co in 0..<coutG {
-                                        let dst = ob.baseAddress! + (n * cout + g * coutG + co) * outP
-                                        for kd in 0..<K[0] {
-                                            for kh in 0..<K[1] {
-                                                for kw in 0..<K[2] {
-                                                    let src = c + row * inP
-                                                    row += 1
-                                                    for id in 0..<I[0] {
-                                                        let od = id * S[0] - P[0] + kd * Dl[0]
-                                                        if od < 0 || od >= O[0] { continue }
-                                                        for ih in 0..<I[1] {
-                                                            let oh = ih * S[1] - P[1] + kh * Dl[1]
-                                                            if oh < 0 || oh >= O[1] { continue }
-                                                            let s = src + (id * I[1] + ih) * I[2]
-                                                            let d = dst + (od * O[1] + oh) * O[2]
-                                                            for iw in 0..<I[2] {
-                                                                let ow = iw * S[2] - P[2] + kw * Dl[2]
-                                                                if ow >= 0 && ow < O[2] { d[ow] += s[iw] }
-                                                            }
-                                                        }
-                                                    }
-                                                }
-                                            }
-                                        }
-                                    }
+        }
+        return out
+    }
+
+    /// Adds `cols[(c·K + kidx)·I + i]` (input position `i` under kernel offset `kidx` of output
+    /// channel `c`) into `out[c·O + o]` at `o = i·S − P + kidx·D` per dimension, skipping
+    /// positions outside the output: the inverse of ``im2col``.
+    static func col2im(_ cols: UnsafePointer<Float>, channels: Int, _ g: ConvTransposeGeometry, into out: UnsafeMutablePointer<Float>) {
+        let I = g.I, K = g.K, S = g.S, D = g.D, P = g.P, O = g.O
+        let inP = g.inPositions, outP = g.outPositions
+        var row = 0
+        for co in 0..<channels {
+            let dst = out + co * outP
+            for kd in 0..<K[0] {
+                for kh in 0..<K[1] {
+                    for kw in 0..<K[2] {
+                        let src = cols + row * inP
+                        row += 1
+                        for id in 0..<I[0] {
+                            let od = id * S[0] - P[0] + kd * D[0]
+                            if od < 0 || od >= O[0] { continue }
+                            for ih in 0..<I[1] {
+                                let oh = ih * S[1] - P[1] + kh * D[1]
+                                if oh < 0 || oh >= O[1] { continue }
+                                let s = src + (id * I[1] + ih) * I[2]
+                                let d = dst + (od * O[1] + oh) * O[2]
+                                for iw in 0..<I[2] {
+                                    let ow = iw * S[2] - P[2] + kw * D[2]
+                                    if ow >= 0 && ow < O[2] { d[ow] += s[iw] }
                                 }
                             }
                         }
@@ -273,15 +314,6 @@ enum ConvKernels {
                 }
             }
         }
-        if let bias {
-            for n in 0..<batch {
-                for co in 0..<cout {
-                    let base = (n * cout + co) * outP
-                    for i in 0..<outP { out[base + i] += bias[co] }
-                }
-            }
-        }
-        return [.tensor(Tensor(MatmulKernels.floatDType(x.dtype), shape: [batch, cout] + outSp, floats: out))]
     }
 
     // MARK: - pooling

@@ -29,6 +29,7 @@ enum DiagnoseCommand: Command {
             CommonOptions.threads,
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
             ContractOption.option,
+            StaticInputOption.option,
             .flag("json", "Machine-readable findings (schema in the README)."),
             CommonOptions.maxMemory,
         ],
@@ -65,6 +66,7 @@ enum DiagnoseCommand: Command {
             request.inputsPath = npz
         }
         var d = Diagnoser.diagnose(model, options: DiagnoseOptions(seq: seq, functions: functions))
+        d.findings += try StaticInputOption.findings(args, model: model, functions: functions)
         if request.fp16 || request.dynamic {
             var names = functions ?? model.program.functions.map(\.name)
             if request.inputs != nil, functions == nil { names = [model.defaultFunctionName] }

@@ -34,6 +34,7 @@ enum GenerateCommand: Command {
             .int("prefill-chunk", "Largest prefill call (1 = token by token; default: the graph's widest).", range: 1...Int.max),
             CommonOptions.function,
             ContractOption.option,
+            StaticInputOption.option,
             CommonOptions.precision,
             CommonOptions.int8Activations,
             CommonOptions.threads,

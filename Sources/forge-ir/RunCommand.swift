@@ -6,7 +6,7 @@ import Interpreter
 import JSON
 
 /// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
-/// [--state-out DIR] [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`
+/// [--state-out DIR] [--static-input NAME=FILE]… [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`
 enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
@@ -16,6 +16,7 @@ enum RunCommand: Command {
             CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
             .option("input", value: "name=file.npy", "One input (repeatable; overrides --inputs)."),
+            StaticInputOption.option,
             .option("out", value: "dir", "Write one <output_name>.npy per output."),
             .option("state-in", value: "dir", "Load states from <dir>/<state>.npy (default: zeros)."),
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
@@ -27,6 +28,7 @@ enum RunCommand: Command {
             .option("max-output-bytes", value: "n", "Budget for the .npy bytes --outputs writes (default 1073741824 = 1 GiB; suffixes K, M, G)."),
             .option("save-inputs", value: "dir", "Write the inputs of the call as <input>.npy (+ values.json) for a golden folder."),
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
+            .flag("profile", "Print time per op type over the timed calls, and the share outside the kernels (stderr)."),
             .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
             CommonOptions.maxMemory,
         ],
@@ -71,6 +73,7 @@ enum RunCommand: Command {
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed,
                                   int8Activations: args.flag("int8-activations"))
+        try StaticInputOption.bind(args, plan: session.plan)
         let repeats = args.int("repeat", default: 0)
         // Inputs are read knowing the dtypes they feed, so they convert as Core ML converts them.
         let allowLossy = args.flag("allow-lossy-inputs")
@@ -105,6 +108,8 @@ enum RunCommand: Command {
         var samples: [Double] = []
         var outputs: [String: Tensor] = [:]
         for call in 0...repeats {
+            // The profile covers the timed calls only (the warm-up evaluates the constants).
+            if args.flag("profile") && (repeats == 0 || call == 1) { session.plan.profile = [:] }
             if call > 0 {
                 if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) } else { session.states.reset() }
             }
@@ -116,6 +121,10 @@ enum RunCommand: Command {
         let sorted = samples.sorted()
         let seconds = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         session.plan.valueObserver = nil
+        if args.flag("profile") {
+            Console.err(session.plan.profileReport())
+            session.plan.profile = nil
+        }
         if let dir = args.value("out") {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             for (name, t) in outputs { try NPY.write(t, path: dir + "/" + ValueFiles.fileName(for: name)) }

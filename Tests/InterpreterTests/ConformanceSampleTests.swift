@@ -7,9 +7,10 @@ import XCTest
 /// A committed sample of coremltools' own MIL op tests (`models-ir/conformance/<case>/`:
 /// the converted `model.mlpackage`, `inputs.npz`, the test's numpy/torch `expected.npz` and
 /// `case.json`), picked by `tools/conformance/sample.py` from a full harvest
-/// (`bash tools/conformance/run.sh`). Judged as `tools/conformance/judge.py` does: fp16-typed
-/// values stored as fp16 (`--precision fp16`), the test's atol/rtol, widened to
-/// max(100·atol, 0.5) / max(100·rtol, 0.05) for fp16 models (coremltools' compare_backend).
+/// (`bash tools/conformance/run.sh`). Judged as `tools/conformance/judge.py` does: each case
+/// runs at its test backend's precision (fp16 backend: `.fp16`; fp32 backend: `.fp32`, Core ML's
+/// CPU path), at the test's atol/rtol, widened to max(100·atol, 0.5) / max(100·rtol, 0.05) for
+/// the fp16 backend (coremltools' compare_backend).
 final class ConformanceSampleTests: XCTestCase {
     struct Meta: Decodable {
         var id: String
@@ -39,7 +40,7 @@ final class ConformanceSampleTests: XCTestCase {
             }
             do {
                 let model = try ModelLoader.load(path: dir + "/model.mlpackage")
-                let session = try Session(model: model, precision: .fp16)
+                let session = try Session(model: model, precision: meta.precision == "fp16" ? .fp16 : .fp32)
                 let outputs = try session.predict(try NPZ.read(path: dir + "/inputs.npz"))
                 for (name, want) in try NPZ.read(path: dir + "/expected.npz") {
                     guard let got = outputs[name] else { failures.append("\(id): no output \(name)"); continue }

@@ -49,7 +49,7 @@ def _precision_of(item):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    cap = int(os.environ.get("FORGE_CONF_PER_TEST", "8"))
+    cap = int(os.environ.get("FORGE_CONF_PER_TEST", "30"))
     if cap <= 0:
         return
     groups = {}

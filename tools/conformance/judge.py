@@ -4,19 +4,23 @@
         --forge .build/debug/forge-ir [--jobs 2] [--out tools/conformance/.work] [--filter SUBSTR]
 
 Each case (see harvest_plugin.py) is run as `forge-ir run model.mlpackage --inputs inputs.npz
---out DIR` (stateful cases chain `--state-in/--state-out` across the calls of one test, states
-starting from zeros). It passes when every expected output exists, has the expected shape
-(coremltools' compare_shapes: expected () may come back as (1,)) and is allclose at the test's
-own atol/rtol — widened as coremltools' compare_backend widens them for fp16 models or compute
-units other than CPU_ONLY: atol = max(100·atol, 0.5), rtol = max(100·rtol, 0.05) — with at most
-the test's allow_mismatch_ratio of elements outside.
+--out DIR --precision P` (stateful cases chain `--state-in/--state-out` across the calls of one
+test, states starting from zeros), P the precision of the backend the test converted for
+(`dtype` of compare_backend): fp16 backend → `--precision fp16`, fp32 backend → `fp32` (Core
+ML's CPU path). It passes as coremltools' compare_backend judges: every expected output exists,
+has the expected shape (compare_shapes: expected () may come back as (1,)) and is allclose
+(NaN equal to NaN, as assert_allclose) at the test's own atol/rtol — widened for the fp16
+backend or compute units other than CPU_ONLY to atol = max(100·atol, 0.5), rtol = max(100·rtol,
+0.05) — with at most the test's allow_mismatch_ratio of elements outside.
 
 A negative case (the test wraps the prediction in pytest.raises: invalid indices and the like)
 passes when forge-ir refuses it or its values differ from the given ones.
 
 Writes <out>/results.json (one record per case) and <out>/table.md (per op type: cases that
 contain it, passed; const and the cast ops the fp16 conversion inserts are not counted as ops
-under test), and prints the overall figure.
+under test), and prints the overall figure and three parts of it: the fp16 backend (the only
+ML Program backend coremltools' own test run uses unless INCLUDE_MIL_FP32_UNIT_TESTS=1), the fp32
+backend's fp32 programs, and the fp32 backend's programs the test typed fp16 itself.
 """
 
 import argparse
@@ -57,7 +61,7 @@ def judge_outputs(meta, outdir):
         except ValueError:
             return "mismatch", "%s: %d values, expected %d" % (name, got.size, exp.size)
         e = exp.astype(np.float64)
-        close = np.isclose(g, e, atol=atol, rtol=rtol)
+        close = np.isclose(g, e, atol=atol, rtol=rtol, equal_nan=True)
         bad = int(np.sum(~close))
         if bad and bad / max(1, e.size) > meta.get("allow_mismatch_ratio", 0.0):
             with np.errstate(invalid="ignore"):
@@ -68,6 +72,36 @@ def judge_outputs(meta, outdir):
                 name, bad, e.size, float(err.flat[i]), i, float(g.flat[i]), float(e.flat[i]), atol, rtol)
             return "mismatch", worst
     return "pass", None
+
+
+def computes_fp16(meta):
+    """True when an op other than `const` of the case's program has an fp16 output: the test
+    typed its values fp16 itself (fp16 placeholders, weights or parameters), on either backend."""
+    from coremltools.proto import MIL_pb2, Model_pb2
+
+    spec = Model_pb2.Model()
+    with open(os.path.join(meta["_dir"], "model.mlpackage", "Data", "com.apple.CoreML", "model.mlmodel"), "rb") as f:
+        spec.ParseFromString(f.read())
+    fp16 = MIL_pb2.DataType.Value("FLOAT16")
+
+    def walk(block):
+        for op in block.operations:
+            if op.type != "const" and any(o.type.tensorType.dataType == fp16 for o in op.outputs):
+                return True
+            if any(walk(b) for b in op.blocks):
+                return True
+        return False
+
+    return any(walk(b) for f in spec.mlProgram.functions.values() for b in f.block_specializations.values())
+
+
+def precision_of(meta, choice):
+    """The forge-ir precision a case runs at: `backend` (default) the precision of the backend the
+    test converted for — fp16: `--precision fp16`; fp32: `--precision fp32`, Core ML's CPU path —
+    else the forced one."""
+    if choice in ("fp32", "fp16"):
+        return choice
+    return "fp16" if meta["precision"] == "fp16" else "fp32"
 
 
 def run_case(meta, forge, state_dir=None, first=True, precision=None):
@@ -137,9 +171,9 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--filter", default=None)
-    ap.add_argument("--precision", default="fp16",
-                    help="forge-ir --precision for every case (default fp16: fp16-typed values are stored as fp16, "
-                         "as the tests' expected values show Core ML does; fp32-only programs are unaffected)")
+    ap.add_argument("--precision", default="backend", choices=["backend", "fp32", "fp16"],
+                    help="forge-ir --precision: backend (default): the precision of the test's backend "
+                         "(fp16 backend: fp16; fp32 backend: fp32, Core ML's CPU path); fp32/fp16: forced")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args()
     cases = load_cases(a.cases, a.filter)
@@ -154,7 +188,8 @@ def main():
             singles.append(m)
 
     def do_single(m):
-        m["status"], m["detail"] = run_case(m, a.forge, precision=a.precision)
+        m["run_precision"] = precision_of(m, a.precision)
+        m["status"], m["detail"] = run_case(m, a.forge, precision=m["run_precision"])
         if m["negative"]:
             # the test expects an error or a mismatch: forge-ir refusing or differing passes it
             if m["status"] in ("error", "mismatch", "no_kernel"):
@@ -166,7 +201,8 @@ def main():
         ms.sort(key=lambda m: m["call"])
         with tempfile.TemporaryDirectory(prefix="forgeconf_state_") as sd:
             for i, m in enumerate(ms):
-                m["status"], m["detail"] = run_case(m, a.forge, state_dir=sd, first=(i == 0), precision=a.precision)
+                m["run_precision"] = precision_of(m, a.precision)
+                m["status"], m["detail"] = run_case(m, a.forge, state_dir=sd, first=(i == 0), precision=m["run_precision"])
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
         futs = [ex.submit(do_single, m) for m in singles] + [ex.submit(do_chain, ms) for ms in chains.values()]
@@ -185,6 +221,9 @@ def main():
             else:
                 row["fail"][m["status"]] += 1
     pct = 100.0 * len(passed) / max(1, len(run))
+    for m in run:
+        # fp32-backend programs the test typed fp16 itself (fp16 placeholders/weights/parameters)
+        m["fp16_typed"] = m["precision"] == "fp32" and computes_fp16(m)
     lines = ["| op | cases | pass | failing (kind) |", "|---|--:|--:|---|"]
     for op in sorted(per_op):
         r = per_op[op]
@@ -194,6 +233,15 @@ def main():
     not_run = collections.Counter(m["detail"].split(":")[0] for m in cases if m["status"] == "not_run")
     summary = "conformance: %d/%d cases pass (%.2f %%); %d recorded cases not run (%s)" % (
         len(passed), len(run), pct, sum(not_run.values()), ", ".join("%s: %d" % kv for kv in not_run.items()) or "none")
+
+    def figure(label, ms):
+        p = sum(1 for m in ms if m["status"] == "pass")
+        return "\n  %s: %d/%d (%.2f %%)" % (label, p, len(ms), 100.0 * p / max(1, len(ms)))
+
+    summary += figure("fp16 backend (coremltools' default test configuration)", [m for m in run if m["precision"] == "fp16"])
+    summary += figure("fp32 backend (opt-in, INCLUDE_MIL_FP32_UNIT_TESTS=1), fp32 programs",
+                      [m for m in run if m["precision"] != "fp16" and not m["fp16_typed"]])
+    summary += figure("fp32 backend, programs the test typed fp16 itself", [m for m in run if m["fp16_typed"]])
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "results.json"), "w") as f:
@@ -204,7 +252,8 @@ def main():
         print("\n".join(lines))
         fails = [m for m in run if m["status"] != "pass"]
         for m in fails:
-            print("FAIL %-9s %s %s\n     %s" % (m["status"], m["id"], m["test"], m["detail"]))
+            print("FAIL %-9s %s %s %s%s\n     %s" % (m["status"], m["id"], m["run_precision"],
+                                                 "fp16-typed " if m["fp16_typed"] else "", m["test"], m["detail"]))
     print(summary)
 
 

@@ -5,15 +5,17 @@
 #
 # 1. harvest: runs the installed coremltools wheel's op tests under pytest with a recorder in
 #    place of the Core ML prediction (tools/conformance/harvest_plugin.py) → one case folder per
-#    prediction in tools/conformance/.work/cases (ignored by git; ~20-40 min on 2 busy cores);
-# 2. judge: runs every case through `forge-ir run` and compares at the tests' tolerances →
+#    prediction in tools/conformance/.work/cases (ignored by git; --per-test 30, the default:
+#    ~3000 cases, about an hour on 2 busy cores; --per-test 0: all ~19,700, several hours);
+# 2. judge: runs every case through `forge-ir run` at its test backend's precision and compares
+#    as coremltools' compare_backend does (the test's tolerances, widened for the fp16 backend) →
 #    tools/conformance/.work/{results.json,table.md};
 # 3. --sample: refreshes the committed CI sample models-ir/conformance/ from the results.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=tools/.venv/bin/python
 WORK=tools/conformance/.work
-PER_TEST=6
+PER_TEST=30
 HARVEST=1
 SAMPLE=0
 while [ $# -gt 0 ]; do

@@ -162,9 +162,16 @@ enum PatternChecks {
         }
         // coremltools' own add_int16_cast form (indices of gathers whose tables fit) is fine.
         if gathers.isEmpty || others && gathers.isEmpty {
+            // A whole int32 table input narrowed in front of its gather: coremltools'
+            // add_int16_cast on an int8 table an iOS 18 export had to widen (issue #17).
+            let tableGather = f.inputs.contains { $0 === x }
+                ? uses.users(of: out).first { $0.type.hasPrefix("gather") && $0.operand("x")?.value === out } : nil
+            let message = tableGather.map { g in
+                "the \(xt.dtype.rawValue) table input '\(x.name)' \(xt) is cast to \(dt.rawValue) whole before gather '\(g.name)' reads it (coremltools' add_int16_cast narrows int32 gather inputs with no range check — an int8 table widened to int32 for an iOS 18 target): entries outside \(dt.rawValue)'s range wrap silently"
+            } ?? "'\(x.name)', computed from a function input, is cast from \(xt.dtype.rawValue) to \(dt.rawValue) (at most \(limit)): larger values wrap"
             return [Catalogue.finding("narrowing_cast_on_input", function: f.name, op: idx.ref(op),
-                                      shapes: [ShapeNote("x", xt)],
-                                      message: "'\(x.name)', computed from a function input, is cast from \(xt.dtype.rawValue) to \(dt.rawValue) (at most \(limit)): larger values wrap")]
+                                      shapes: [ShapeNote("x", xt)], message: message,
+                                      fix: tableGather == nil ? nil : "keep the table int8 (an iOS 26 target takes int8 inputs), or convert without add_int16_cast (pass_pipeline.remove_passes(\"common::add_int16_cast\"))")]
         }
         return []
     }
