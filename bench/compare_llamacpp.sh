@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # forge-ir vs llama.cpp (and optionally PyTorch eager) on SmolLM2-135M, alternating, same machine.
 #
-#   bash bench/compare_llamacpp.sh [--rounds 2] [-p 128] [-n 128] [-r 3] [-t 2] [-d 1024] [--q8]
+#   bash bench/compare_llamacpp.sh [--rounds 3] [-p 128] [-n 128] [-r 3] [-t 2] [-d 1024] [--q8]
 #                                  [--torch] [--markdown] [--wait-idle 600]
+#
+# With the defaults this one command gives the README's comparison table: pp128, tg128,
+# tg128 @ d1024, peak RSS and the ISA level, for forge-ir and llama.cpp (-d 0 skips the depth
+# tests); tokens/s are the median over rounds of each round's median repetition, with the
+# lowest–highest round as the spread.
 #
 # 1. builds llama.cpp's llama-bench + llama-quantize from the llama-cpp-python sdist (PyPI) into
 #    bench/.work/ (bench/build_llamacpp.sh; ~6 min on 2 cores the first time, log in
@@ -35,7 +40,7 @@ ROOT="$(dirname "$HERE")"
 WORK="$HERE/.work"
 PY="$ROOT/tools/.venv/bin/python"
 
-ROUNDS=2 P=128 N=128 R=3 T=2 D=0 Q8=0 TORCH=0 MARKDOWN="" WAIT_IDLE=600
+ROUNDS=3 P=128 N=128 R=3 T=2 D=1024 Q8=0 TORCH=0 MARKDOWN="" WAIT_IDLE=600
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS="$2"; shift 2 ;;
@@ -132,6 +137,15 @@ timed() {  # timed STATFILE cmd… : "peak_rss_kib user_s sys_s elapsed_s foreig
     echo "model: $MODEL; gguf: $Q8GGUF"
     echo "rounds $ROUNDS, -p $P -n $N -r $R -t $T -d $D, q8 $Q8, wait-idle $WAIT_IDLE s"
 } | tee "$OUT/env.txt" >&2
+# llama.cpp is built with GGML_NATIVE (-march=native): its kernels use the best ISA of this CPU.
+FLAGS="$(grep -m1 '^flags' /proc/cpuinfo || true)"
+case "$FLAGS" in
+    *avx512_vnni*) LISA="native: AVX-512 + VNNI" ;;
+    *avx512f*) LISA="native: AVX-512" ;;
+    *avx2*) LISA="native: AVX2" ;;
+    *) LISA="native" ;;
+esac
+echo "llamacpp: $LISA" >"$OUT/isa.txt"
 
 for k in $(seq 1 "$ROUNDS"); do
     say "round $k/$ROUNDS: llama-bench"

@@ -7,9 +7,12 @@ RESULTS_DIR holds round<k>-llamacpp.json (llama-bench -o json), round<k>-forge-i
 (forge-ir bench --json), optionally round<k>-pytorch.json (bench/torch_bench.py) and
 round<k>-<engine>.stat ("peak_rss_kib user_s sys_s elapsed_s foreign_cores": /usr/bin/time and
 the CPU other processes used during the run). Prints per-round figures, then one
-table: tokens/s mean ± sd over every repetition of every round, the forge-ir / llama.cpp ratios
-(pooled, and the range over rounds), and forge-ir's peak RSS against its package size.
-Also writes RESULTS_DIR/summary.json. Standard library only.
+table (the README's): per engine the ISA its kernels ran at, tokens/s as the median over rounds
+of each round's median repetition, with the spread (lowest–highest round), the forge-ir /
+llama.cpp ratios of those medians (and the range of the per-round ratios), and the peak RSS
+(forge-ir's against its package size). RESULTS_DIR/isa.txt (written by compare_llamacpp.sh)
+names llama.cpp's ISA (a -march=native build: the CPU's). Also writes RESULTS_DIR/summary.json.
+Standard library only.
 """
 
 import glob
@@ -53,6 +56,7 @@ def load_round(path, engine):
         out["threads"] = data.get("threads")
         out["kernel_isa"] = data.get("kernel_isa")
         out["simd_level"] = data.get("simd_level")
+        out["int8_activations"] = data.get("int8_activations")
     depth_file = path[: -len(".json")] + "-depth.json"
     if os.path.exists(depth_file):
         with open(depth_file) as f:
@@ -80,15 +84,39 @@ def load_round(path, engine):
 def stats(x):
     if not x:
         return None, None
-    return statistics.mean(x), (statistics.stdev(x) if len(x) > 1 else 0.0)
+    return statistics.median(x), (statistics.stdev(x) if len(x) > 1 else 0.0)
 
 
-def fmt(m, s):
-    return "—" if m is None else f"{m:.2f} ± {s:.2f}"
+def over_rounds(rs, key):
+    """(median over rounds of the per-round medians, lowest round, highest round), or Nones."""
+    per = [statistics.median(r[key]) for r in rs if r[key]]
+    if not per:
+        return None, None, None
+    return statistics.median(per), min(per), max(per)
+
+
+def fmt(m, lo, hi):
+    return "—" if m is None else f"{m:.1f} ({lo:.1f}–{hi:.1f})"
 
 
 def mib(b):
     return "—" if b is None else f"{b / 1048576:.1f} MiB"
+
+
+ISA_TXT = {}
+
+
+def isa_of(engine, r):
+    """The ISA an engine's kernels ran at: forge-ir's simd level (+ VNNI when its int8 route used
+    it), llama.cpp's from isa.txt (its -march=native build)."""
+    if engine == "llamacpp":
+        return ISA_TXT.get("llamacpp", "native")
+    level = r.get("simd_level")
+    if level is None:
+        return "—"
+    vals = set((r.get("kernel_isa") or {}).values())
+    name = {0: "portable", 1: "AVX2+FMA", 2: "AVX-512"}.get(level, str(level))
+    return name + (" + VNNI" if r.get("int8_activations") and any("vnni" in v for v in vals) else "")
 
 
 def main():
@@ -96,6 +124,12 @@ def main():
         sys.exit(__doc__)
     d = sys.argv[1]
     markdown = "--markdown" in sys.argv
+    isa_file = os.path.join(d, "isa.txt")
+    if os.path.exists(isa_file):
+        for line in open(isa_file):
+            if ":" in line:
+                k, v = line.split(":", 1)
+                ISA_TXT[k.strip()] = v.strip()
     rounds = sorted({int(m.group(1)) for p in glob.glob(os.path.join(d, "round*-*.json"))
                      if (m := re.search(r"round(\d+)-", os.path.basename(p)))})
     results = {e: [] for e, _ in ENGINES}
@@ -144,10 +178,9 @@ def main():
             continue
         pp = [x for r in rs for x in r["pp"]]
         tg = [x for r in rs for x in r["tg"]]
-        ppm, pps = stats(pp)
-        tgm, tgs = stats(tg)
         tgd = [x for r in rs for x in r["tgd"]]
-        tgdm, tgds = stats(tgd)
+        (ppm, pplo, pphi), (tgm, tglo, tghi), (tgdm, tgdlo, tgdhi) = (over_rounds(rs, k) for k in ("pp", "tg", "tgd"))
+        pps, tgs, tgds = stats(pp)[1], stats(tg)[1], stats(tgd)[1]
         rss = max((r.get("rss") or r.get("process_rss") or 0) for r in rs) or None
         foreign = [r["foreign"] for r in rs if r.get("foreign") is not None]
         size = rs[0]["size"]
@@ -160,7 +193,11 @@ def main():
         }
         if e == "llamacpp":
             summary["engines"][e]["build_commit"] = rs[0].get("build")
-        rows.append([label, fmt(ppm, pps), fmt(tgm, tgs), fmt(tgdm, tgds), mib(size), mib(rss)])
+        summary["engines"][e]["isa"] = isa_of(e, rs[0])
+        rss_text = mib(rss)
+        if e in FORGE and rss and size and size >= 64 << 20:
+            rss_text += f" ({rss / size:.2f}×)"
+        rows.append([label, isa_of(e, rs[0]), fmt(ppm, pplo, pphi), fmt(tgm, tglo, tghi), fmt(tgdm, tgdlo, tgdhi), rss_text])
 
     lc, fi = summary["engines"]["llamacpp"], summary["engines"]["forge-ir"]
 
@@ -170,7 +207,7 @@ def main():
             return None, None, None
         per_round = []
         for a, b in zip(results[e], results["llamacpp"]):
-            ma, mb = stats(a[samples_key])[0], stats(b[samples_key])[0]
+            ma, mb = stats(a[samples_key])[0], stats(b[samples_key])[0]  # per-round medians
             if ma and mb:
                 per_round.append(ma / mb)
         return f[key] / lc[key], min(per_round), max(per_round)
@@ -191,13 +228,13 @@ def main():
         summary["ratio_prefill_per_round" + key] = [prlo, prhi]
         summary["ratio_decode_per_round" + key] = [drlo, drhi]
         summary["ratio_decode_depth_per_round" + key] = [ddrlo, ddrhi]
-        rows.append([dict(ENGINES)[e].split(" (")[0] + " / llama.cpp", rfmt(pr, prlo, prhi), rfmt(dr, drlo, drhi),
-                     rfmt(ddr, ddrlo, ddrhi), "", ""])
+        rows.append([dict(ENGINES)[e].split(" (")[0] + " / llama.cpp", "", rfmt(pr, prlo, prhi), rfmt(dr, drlo, drhi),
+                     rfmt(ddr, ddrlo, ddrhi), ""])
     if "pytorch" in summary["engines"] and summary["engines"]["pytorch"]["prefill_tok_s"]:
         pt = summary["engines"]["pytorch"]
-        rows.append(["forge-ir / PyTorch", f"{fi['prefill_tok_s'] / pt['prefill_tok_s']:.2f}×",
-                     f"{fi['decode_tok_s'] / pt['decode_tok_s']:.2f}×", "", "", ""])
-    header = ["engine", f"pp{P} t/s", f"tg{N} t/s", f"tg{N} @ d{D} t/s" if D else "tg @ depth", "model size", "peak RSS"]
+        rows.append(["forge-ir / PyTorch", "", f"{fi['prefill_tok_s'] / pt['prefill_tok_s']:.2f}×",
+                     f"{fi['decode_tok_s'] / pt['decode_tok_s']:.2f}×", "", ""])
+    header = ["engine", "ISA", f"pp{P} t/s", f"tg{N} t/s", f"tg{N} @ d{D} t/s" if D else "tg @ depth", "peak RSS"]
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     if markdown:
         print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |")
@@ -210,8 +247,8 @@ def main():
             print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
     print()
     n_samples = len(fi["prefill_samples_tok_s"] or fi["decode_samples_tok_s"])
-    print(f"mean ± sd over all {n_samples} repetitions of {len(rounds)} alternating rounds; "
-          f"ratios: pooled means (range of the per-round ratios)")
+    print(f"tokens/s: median over {len(rounds)} alternating rounds of each round's median repetition "
+          f"({n_samples} repetitions in all), (lowest–highest round); ratios of those medians (range of the per-round ratios)")
     if fi["peak_rss_bytes"] and fi["model_size_bytes"]:
         r = fi["peak_rss_bytes"] / fi["model_size_bytes"]
         summary["forge_ir_rss_over_package"] = r

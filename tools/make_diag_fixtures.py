@@ -610,12 +610,44 @@ def gen_cat_rank0_expand_dims(out):
 
 
 def gen_cat_unsupported_op(out):
+    # An op coremltools 9 registers but forge-ir has no kernel for: `torch_upsample_nearest_neighbor`,
+    # a coremltools "torch" dialect op (its frontend lowers it before writing; ct.convert refuses to
+    # write it: "Core ML only support core opset"). So the package is written with a core
+    # upsample_nearest_neighbor and its spec is edited: op type renamed, its scale factors
+    # replaced by the dialect op's int32 output_height / output_width consts. `diagnose` names it
+    # (unsupported_op) and `run` refuses the same op.
     @mb.program(input_specs=[mb.TensorSpec(shape=(1, 1, 4, 4), dtype=types.fp16)], opset_version=TARGET)
     def prog(x):
-        return mb.upsample_nearest_neighbor(x=x, scale_factor_height=2, scale_factor_width=2, name="out")
+        mb.const(val=np.int32(8), name="output_height")
+        mb.const(val=np.int32(8), name="output_width")
+        y = mb.upsample_nearest_neighbor(x=x, scale_factor_height=2.0, scale_factor_width=2.0, name="up")
+        return mb.add(x=y, y=np.float16(1.0), name="out")
 
-    save(prog, out, "cat_unsupported_op", pass_pipeline=ct.PassPipeline.EMPTY,
-         inputs=[ct.TensorType(name="x", shape=(1, 1, 4, 4), dtype=np.float16)])
+    path = save(prog, out, "cat_unsupported_op", pass_pipeline=ct.PassPipeline.EMPTY,
+                inputs=[ct.TensorType(name="x", shape=(1, 1, 4, 4), dtype=np.float16)])
+    ml = ct.models.MLModel(path, skip_model_load=True)
+    spec = ml.get_spec()
+    block = spec.mlProgram.functions["main"].block_specializations[next(iter(spec.mlProgram.functions["main"].block_specializations))]
+    keep = []
+    for op in block.operations:
+        if op.type == "const" and op.outputs[0].name.startswith("up_scale_factor"):
+            continue
+        if op.type == "upsample_nearest_neighbor":
+            op.type = "torch_upsample_nearest_neighbor"
+            for k in list(op.inputs.keys()):
+                if k != "x":
+                    del op.inputs[k]
+            for k in ["output_height", "output_width"]:
+                op.inputs[k].arguments.add().name = k
+        keep.append(op)
+    del block.operations[:]
+    block.operations.extend(keep)
+    edited = ct.models.MLModel(spec, weights_dir=ml.weights_dir, skip_model_load=True)
+    tmp = path[: -len(".mlpackage")] + "_edited.mlpackage"
+    edited.save(tmp)
+    shutil.rmtree(path)
+    os.rename(tmp, path)
+    fix_manifest(path, "diag/cat_unsupported_op")
 
 
 # Fixtures of other checks (their tests name what they expect).

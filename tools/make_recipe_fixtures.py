@@ -3,6 +3,12 @@
 
 Usage:  tools/.venv/bin/python tools/make_recipe_fixtures.py [--out models-ir/recipes] [--only NAME ...]
         tools/.venv/bin/python tools/make_recipe_fixtures.py --only seed_layout   # -> models-ir/large/
+        tools/.venv/bin/python tools/make_recipe_fixtures.py --bench [--only NAME ...]  # -> models-ir/large/bench/
+
+``--bench`` builds the same recipes (same modules, same conversion) at bench size (BENCH_SIZES:
+hidden 1024, 8 layers, vocab 32000, ~300 MB fp16 each) for bench/recipes.sh, without torch
+references (the JSON carries only the prompt): the committed ~1 MB fixtures measure interpreter
+overhead, not memory bandwidth.
 
 Every fixture is a tiny model with seeded random weights, converted with coremltools 9.0 the
 way its recipe does, plus ``<name>.json``: the prompt, the greedy ids torch picks over the
@@ -68,6 +74,9 @@ MIN_MARGIN = 0.25
 
 # The small shared sizes of the committed fixtures.
 VOCAB, HIDDEN, N_HEADS, N_KV, HEAD_DIM, INTER, N_LAYERS, CTX = 512, 128, 4, 2, 32, 256, 2, 64
+# --bench: the same structure at a size where decode reads weights from memory, not cache.
+BENCH_SIZES = dict(VOCAB=32000, HIDDEN=1024, N_HEADS=16, N_KV=4, HEAD_DIM=64, INTER=2816, N_LAYERS=8, CTX=512)
+BENCH = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,6 +170,9 @@ def decisive_prompt(run, vocab, seed, min_distinct=MIN_DISTINCT):
     """The first seeded random prompt whose greedy run has every margin >= MIN_MARGIN and at
     least ``min_distinct`` distinct ids (not a collapsed repetition)."""
     rng = np.random.default_rng(seed)
+    if BENCH:  # no reference: a seeded prompt, no torch runs
+        LAST_LOGITS["rows"] = np.zeros((0,), dtype=np.float32)
+        return [int(x) for x in rng.integers(0, vocab, PROMPT_LEN)], [], [0.0]
     best = None
     for attempt in range(200):
         prompt = [int(x) for x in rng.integers(0, vocab, PROMPT_LEN)]
@@ -370,7 +382,7 @@ def make_apple(out):
                                                            granularity="per_block", block_size=32)
     config_q = ct.optimize.coreml.OptimizationConfig(global_config=op_config)
     int4 = fix_metadata(ct.optimize.coreml.linear_quantize_weights(fp16, config=config_q))
-    n = load_dequantized(model, dequantized_weights(int4))
+    n = 0 if BENCH else load_dequantized(model, dequantized_weights(int4))
     prompt, ids, margins = decisive_prompt(run, VOCAB, seed=2)
     save(int4, os.path.join(out, "apple_llama31_int4.mlpackage"))
     write_json(os.path.join(out, "apple_llama31_int4.json"),
@@ -735,11 +747,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None, help="folder (default models-ir/recipes, models-ir/large for seed_layout)")
     ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--bench", action="store_true", help="bench-size variants into models-ir/large/bench/, no torch references")
     a = ap.parse_args()
     root = os.path.dirname(HERE)
     names = a.only or [n for n in RECIPES if n not in LARGE]
+    if a.bench:
+        global BENCH
+        BENCH = True
+        globals().update(BENCH_SIZES)
     for n in names:
-        out = a.out or os.path.join(root, "models-ir", "large" if n in LARGE else "recipes")
+        out = a.out or (os.path.join(root, "models-ir", "large", "bench") if a.bench else
+                        os.path.join(root, "models-ir", "large" if n in LARGE else "recipes"))
         os.makedirs(out, exist_ok=True)
         print(f"{n} -> {out}", flush=True)
         RECIPES[n](out)

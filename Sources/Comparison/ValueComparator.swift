@@ -129,125 +129,170 @@ public enum ValueComparator {
                                progress: Progress? = nil) throws -> [CallComparison] {
         var result: [CallComparison] = []
         for (k, call) in calls.enumerated() {
-            // 1. Reference values of this call.
-            var ref: [String: Tensor] = [:]
-            var refOutputs: [String: Tensor] = [:]
-            var unrecorded = 0
+            var walk = CallWalk(index: k, inputs: call.inputs, reference: reference, candidate: candidate, tolerance: tolerance)
+            try walk.recordReference(maxBytes: maxBytes)
+            let outputs = try walk.runCandidate { index in progress?(k, calls.count, index, candidate.opCount) }
+            let outs = walk.compareOutputs(outputs)
+            let first = walk.divergence.map { walk.describe($0.0, $0.1) }
+            let local = walk.firstLocalDivergence(after: first, maxIsolations: maxIsolations)
+            result.append(CallComparison(call: k, label: call.label, outputs: outs, ops: walk.ops, firstDivergence: first,
+                                         firstLocalDivergence: local, unrecorded: walk.unrecorded, candidateOnly: walk.candidateOnly))
+        }
+        return result
+    }
+
+    /// One call of ``compare``: the reference's values, then the candidate's compared as they come.
+    struct CallWalk {
+        let index: Int
+        let inputs: [String: Tensor]
+        let reference: Reference
+        let candidate: ComparisonRunner
+        let tolerance: Tolerance
+        var ref: [String: Tensor] = [:]
+        var refOutputs: [String: Tensor] = [:]
+        var unrecorded = 0
+        var ops: [ValueComparison] = []
+        var candStats: [String: TensorStats] = [:]
+        var metricsByName: [String: ErrorMetrics] = [:]
+        var candidateOnly = 0
+        /// The first value beyond the tolerance, and its op.
+        var divergence: (ValueComparison, Op)?
+
+        init(index: Int, inputs: [String: Tensor], reference: Reference, candidate: ComparisonRunner, tolerance: Tolerance) {
+            self.index = index
+            self.inputs = inputs
+            self.reference = reference
+            self.candidate = candidate
+            self.tolerance = tolerance
+        }
+
+        /// 1. The reference values of this call (a run within `maxBytes`, or the recorded ones).
+        mutating func recordReference(maxBytes: Int) throws {
             switch reference {
             case let .run(r):
-                var bytes = 0
-                refOutputs = try r.run(call.inputs) { name, t in
+                var bytes = 0, ref: [String: Tensor] = [:], unrecorded = 0
+                refOutputs = try r.run(inputs) { name, t in
                     let n = t.count * 4
                     guard bytes + n <= maxBytes else { unrecorded += 1; return }
                     bytes += n
                     ref[name] = t
                 }
+                self.ref = ref
+                self.unrecorded = unrecorded
             case let .recorded(list):
-                ref = k < list.count ? list[k] : [:]
+                ref = index < list.count ? list[index] : [:]
                 refOutputs = ref
             }
-            // 2. Candidate, compared as its values come.
-            var ops: [ValueComparison] = []
-            var candStats: [String: TensorStats] = [:]
-            var metricsByName: [String: ErrorMetrics] = [:]
-            var candidateOnly = 0
-            var index = 0
-            var divergence: (ValueComparison, Op)?
+        }
+
+        /// 2. The candidate's run, each value compared as it is produced; `tick(valuesSeen)` at
+        /// most every 200 ms.
+        mutating func runCandidate(tick: @escaping (Int) -> Void) throws -> [String: Tensor] {
+            var seen = 0
             var lastReport = DispatchTime.now().uptimeNanoseconds
             let producers = candidate.producers
-            let outputs = try candidate.run(call.inputs) { name, t in
-                defer { index += 1 }
-                if let progress {
-                    let now = DispatchTime.now().uptimeNanoseconds
-                    if now - lastReport > 200_000_000 { lastReport = now; progress(k, calls.count, index, candidate.opCount) }
-                }
-                guard let r = ref[name] else { candidateOnly += 1; return }
+            var walk = self
+            let outputs = try candidate.run(inputs) { name, t in
+                defer { seen += 1 }
+                let now = DispatchTime.now().uptimeNanoseconds
+                if now - lastReport > 200_000_000 { lastReport = now; tick(seen) }
+                guard let r = walk.ref[name] else { walk.candidateOnly += 1; return }
                 let op = producers[name]
-                var vc = ValueComparison(name: name, op: op?.name, opType: op?.type, index: index, dtype: t.dtype.rawValue,
-                                         shape: t.shape, referenceShape: nil, metrics: nil, ok: false)
-                if let m = ErrorMetrics(candidate: t, reference: r, tolerance: tolerance) {
-                    vc.metrics = m
-                    vc.ok = m.passes(tolerance)
-                    metricsByName[name] = m
-                } else {
-                    vc.referenceShape = r.shape
-                }
-                candStats[name] = TensorStats(t)
-                ops.append(vc)
-                if divergence == nil, !vc.ok, let op { divergence = (vc, op) }
+                let vc = walk.comparison(name: name, op: op, index: seen, candidate: t, reference: r, remember: true)
+                walk.candStats[name] = TensorStats(t)
+                walk.ops.append(vc)
+                if walk.divergence == nil, !vc.ok, let op { walk.divergence = (vc, op) }
             }
-            // 3. Outputs.
+            self = walk
+            return outputs
+        }
+
+        /// One value against the reference (metrics, or the differing shape).
+        mutating func comparison(name: String, op: Op?, index: Int, candidate t: Tensor, reference r: Tensor, remember: Bool) -> ValueComparison {
+            var vc = ValueComparison(name: name, op: op?.name, opType: op?.type, index: index, dtype: t.dtype.rawValue,
+                                     shape: t.shape, referenceShape: nil, metrics: nil, ok: false)
+            if let m = ErrorMetrics(candidate: t, reference: r, tolerance: tolerance) {
+                vc.metrics = m
+                vc.ok = m.passes(tolerance)
+                if remember { metricsByName[name] = m }
+            } else {
+                vc.referenceShape = r.shape
+            }
+            return vc
+        }
+
+        /// 3. The function's outputs.
+        mutating func compareOutputs(_ outputs: [String: Tensor]) -> [ValueComparison] {
             var outs: [ValueComparison] = []
+            let producers = candidate.producers
             for (i, v) in candidate.session.function.outputs.enumerated() {
                 guard let c = outputs[v.name], let r = refOutputs[v.name] else { continue }
-                var vc = ValueComparison(name: v.name, op: producers[v.name]?.name, opType: producers[v.name]?.type, index: i,
-                                         dtype: c.dtype.rawValue, shape: c.shape, referenceShape: nil, metrics: nil, ok: false)
-                if let m = ErrorMetrics(candidate: c, reference: r, tolerance: tolerance) {
-                    vc.metrics = m
-                    vc.ok = m.passes(tolerance)
-                } else {
-                    vc.referenceShape = r.shape
-                }
-                outs.append(vc)
+                outs.append(comparison(name: v.name, op: producers[v.name], index: i, candidate: c, reference: r, remember: false))
             }
-            func describe(_ vc: ValueComparison, _ op: Op) -> Divergence {
-                var inputs: [Divergence.InputStat] = []
-                for input in op.inputs {
-                    for (j, operand) in input.operands.enumerated() {
-                        guard let v = operand.value, !v.type.isState else { continue }
-                        let label = input.operands.count > 1 ? "\(input.name)[\(j)]" : input.name
-                        var refConst: Tensor?
-                        if case let .run(r) = reference { refConst = r.constant(v.name) }
-                        let candConst = candidate.constant(v.name)
-                        let inRef = ref[v.name] ?? call.inputs[v.name] ?? refConst
-                        let inCand = candStats[v.name] ?? (call.inputs[v.name] ?? candConst).map(TensorStats.init)
-                        let m = metricsByName[v.name] ?? {
-                            guard let a = call.inputs[v.name] ?? candConst, let b = inRef else { return nil }
-                            return ErrorMetrics(candidate: a, reference: b, tolerance: tolerance)
-                        }()
-                        inputs.append(.init(input: label, value: v.name, reference: inRef.map(TensorStats.init), candidate: inCand, metrics: m))
-                    }
-                }
-                var d = Divergence(call: k, value: vc, inputs: inputs)
-                if let prev = ops.last(where: { $0.index < vc.index && $0.ok }) { d.after = (prev.name, prev.index) }
-                (d.isolated, d.isolationNote) = isolate(vc, op)
-                d.isolatedOK = d.isolated.map { $0.passes(tolerance) }
-                return d
-            }
-            /// The op alone on the reference's inputs, against the reference's output.
-            func isolate(_ vc: ValueComparison, _ op: Op) -> (ErrorMetrics?, String?) {
-                guard let r = ref[vc.name] else { return (nil, "the reference lacks its output") }
-                var values = ref
-                for (name, t) in call.inputs { values[name] = t }
-                do {
-                    if let outs = try OpIsolation.run(op, opset: candidate.session.function.opset, values: values,
-                                                      precision: candidate.session.plan.precision),
-                       let o = outs[vc.name], let m = ErrorMetrics(candidate: o, reference: r, tolerance: tolerance) {
-                        return (m, nil)
-                    }
-                    return (nil, op.operandValues.contains(where: \.type.isState) || op.type == "read_state"
-                        ? "it reads a state" : op.blocks.isEmpty ? "the reference lacks one of its inputs" : "it holds nested blocks")
-                } catch {
-                    return (nil, "run alone, it failed: \(error)")
-                }
-            }
-            let first = divergence.map { describe($0.0, $0.1) }
-            // The first op that is beyond the tolerance even when run alone on the reference's
-            // inputs (at most `maxIsolations` failing ops tried, in op order).
-            var local: Divergence?
-            var tried = 0
-            if let f = first, f.isolatedOK == false {
-                local = f
-            } else {
-                for vc in ops where !vc.ok && vc.name != first?.value.name {
-                    guard tried < maxIsolations, let op = producers[vc.name] else { break }
-                    tried += 1
-                    if let m = isolate(vc, op).0, !m.passes(tolerance) { local = describe(vc, op); break }
-                }
-            }
-            result.append(CallComparison(call: k, label: call.label, outputs: outs, ops: ops, firstDivergence: first,
-                                         firstLocalDivergence: local, unrecorded: unrecorded, candidateOnly: candidateOnly))
+            return outs
         }
-        return result
+
+        /// A divergent value with the statistics of its op's inputs and the op run alone.
+        func describe(_ vc: ValueComparison, _ op: Op) -> Divergence {
+            var stats: [Divergence.InputStat] = []
+            for input in op.inputs {
+                for (j, operand) in input.operands.enumerated() {
+                    guard let v = operand.value, !v.type.isState else { continue }
+                    let label = input.operands.count > 1 ? "\(input.name)[\(j)]" : input.name
+                    stats.append(inputStat(label: label, value: v.name))
+                }
+            }
+            var d = Divergence(call: index, value: vc, inputs: stats)
+            if let prev = ops.last(where: { $0.index < vc.index && $0.ok }) { d.after = (prev.name, prev.index) }
+            (d.isolated, d.isolationNote) = isolate(vc, op)
+            d.isolatedOK = d.isolated.map { $0.passes(tolerance) }
+            return d
+        }
+
+        /// One input of a divergent op on both sides (a computed value, a call input or a constant).
+        func inputStat(label: String, value name: String) -> Divergence.InputStat {
+            var refConst: Tensor?
+            if case let .run(r) = reference { refConst = r.constant(name) }
+            let candConst = candidate.constant(name)
+            let inRef = ref[name] ?? inputs[name] ?? refConst
+            let inCand = candStats[name] ?? (inputs[name] ?? candConst).map(TensorStats.init)
+            let m = metricsByName[name] ?? {
+                guard let a = inputs[name] ?? candConst, let b = inRef else { return nil }
+                return ErrorMetrics(candidate: a, reference: b, tolerance: tolerance)
+            }()
+            return .init(input: label, value: name, reference: inRef.map(TensorStats.init), candidate: inCand, metrics: m)
+        }
+
+        /// The op alone on the reference's inputs, against the reference's output.
+        func isolate(_ vc: ValueComparison, _ op: Op) -> (ErrorMetrics?, String?) {
+            guard let r = ref[vc.name] else { return (nil, "the reference lacks its output") }
+            var values = ref
+            for (name, t) in inputs { values[name] = t }
+            do {
+                if let outs = try OpIsolation.run(op, opset: candidate.session.function.opset, values: values,
+                                                  precision: candidate.session.plan.precision),
+                   let o = outs[vc.name], let m = ErrorMetrics(candidate: o, reference: r, tolerance: tolerance) {
+                    return (m, nil)
+                }
+                return (nil, op.operandValues.contains(where: \.type.isState) || op.type == "read_state"
+                    ? "it reads a state" : op.blocks.isEmpty ? "the reference lacks one of its inputs" : "it holds nested blocks")
+            } catch {
+                return (nil, "run alone, it failed: \(error)")
+            }
+        }
+
+        /// The first op that is beyond the tolerance even when run alone on the reference's
+        /// inputs (at most `maxIsolations` failing ops tried, in op order).
+        func firstLocalDivergence(after first: Divergence?, maxIsolations: Int) -> Divergence? {
+            if let f = first, f.isolatedOK == false { return f }
+            var tried = 0
+            let producers = candidate.producers
+            for vc in ops where !vc.ok && vc.name != first?.value.name {
+                guard tried < maxIsolations, let op = producers[vc.name] else { break }
+                tried += 1
+                if let m = isolate(vc, op).0, !m.passes(tolerance) { return describe(vc, op) }
+            }
+            return nil
+        }
     }
 }

@@ -33,6 +33,7 @@ public enum RuntimeChecks {
     /// Per-value summary of a run.
     struct Stats {
         var shape: [Int]
+        var dtype: DType?
         var maxAbs: Float = 0      // over finite elements
         var infs = 0
         var negativeInfs = 0
@@ -45,6 +46,7 @@ public enum RuntimeChecks {
         init?(_ r: RuntimeValue) {
             guard case let .tensor(t) = r, case let .float(a) = t.data else { return nil }
             self.init(shape: t.shape)
+            dtype = t.dtype
             count = a.count
             var m: Float = 0, inf = 0, neg = 0, nan = 0
             a.withUnsafeBufferPointer { p in
@@ -61,6 +63,7 @@ public enum RuntimeChecks {
         init?(_ c: ConstValue) {
             guard let t = c.type.tensorType, t.dtype.isFloat, let n = t.elementCount, n <= 1 << 22, let d = c.doubles() else { return nil }
             self.init(shape: t.fixedShape ?? [])
+            dtype = t.dtype
             count = n
             for x in d {
                 if x.isFinite { maxAbs = Swift.max(maxAbs, Float(Swift.min(Swift.abs(x), Double(Float.greatestFiniteMagnitude)))) } else if x.isNaN { nans += 1 } else { infs += 1; if x < 0 { negativeInfs += 1 } }
@@ -91,150 +94,6 @@ public enum RuntimeChecks {
     }
 
     static func isConstantOp(_ op: Op) -> Bool { op.type == "const" || op.type.hasPrefix("constexpr_") }
-
-    // MARK: - fp16 overflow
-
-    /// Runs `scenario` in `fp16` precision (every fp16 op output rounded, as on the GPU / Neural
-    /// Engine) and reports the first op that *introduces* ±inf or NaN: an output with inf where
-    /// no input has inf or NaN, or NaN where no input has NaN. Constant ops are left to the
-    /// static `fp16_constant_out_of_range` check.
-    ///
-    /// - Parameter binding: the flexible-dimension sizes of the scenario's calls, for the finding.
-    /// - Throws: `InterpreterError` when the function cannot be planned or a call fails.
-    public static func fp16Overflow(function f: Function, scenario: RuntimeScenario, binding: [String: Int]? = nil) throws -> (RuntimeRun, [Finding]) {
-        let plan = try ExecutionPlan(function: f, precision: .fp16)
-        let states = try freshStates(f)
-        var stats: [ObjectIdentifier: Stats] = [:]
-        var first: (op: Op, call: Int, inputs: [(name: String, value: String?, stats: Stats?)], outputs: [Stats])?
-        var carrying = 0          // ops whose outputs hold inf/NaN in the failing call
-        var watched = 0
-        var largest: (Float, Op)?
-        var call = 0
-        let uses = UseMap(f)
-        let maskDerived = maskDerivedValues(f)
-        func inputStats(_ op: Op) -> [(name: String, value: String?, stats: Stats?)] {
-            var out: [(String, String?, Stats?)] = []
-            for input in op.inputs {
-                for (j, operand) in input.operands.enumerated() {
-                    let label = input.operands.count > 1 ? "\(input.name)[\(j)]" : input.name
-                    switch operand {
-                    case let .value(v):
-                        if v.type.isState { continue }
-                        if let s = stats[ObjectIdentifier(v)] {
-                            out.append((label, v.name, s))
-                        } else if let p = v.producer, p.type == "const", let c = p.constValue {
-                            out.append((label, v.name, Stats(c)))
-                        } else {
-                            out.append((label, v.name, nil))
-                        }
-                    case let .constant(c):
-                        out.append((label, nil, Stats(c)))
-                    }
-                }
-            }
-            return out
-        }
-        plan.observer = { op, results in
-            guard results.count == op.outputs.count else { return }
-            watched += 1
-            var outs: [Stats] = []
-            for (v, r) in zip(op.outputs, results) {
-                guard let s = Stats(r) else { continue }
-                stats[ObjectIdentifier(v)] = s
-                outs.append(s)
-                if !isConstantOp(op), !maskDerived.contains(ObjectIdentifier(v)), s.maxAbs > (largest?.0 ?? -1) { largest = (s.maxAbs, op) }
-            }
-            guard outs.contains(where: \.nonFinite) else { return }
-            if first != nil { carrying += 1; return }
-            guard !isConstantOp(op) else { return }
-            let ins = inputStats(op)
-            let inInf = ins.contains { ($0.stats?.infs ?? 0) > 0 }, inNaN = ins.contains { ($0.stats?.nans ?? 0) > 0 }
-            let outInf = outs.contains { $0.infs > 0 }, outNaN = outs.contains { $0.nans > 0 }
-            if (outInf && !inInf && !inNaN) || (outNaN && !inNaN) {
-                first = (op, call, ins, outs)
-                carrying = 1
-            }
-        }
-        var outputsNonFinite: [String] = []
-        var previous: [String: Tensor]?
-        for i in scenario.calls.indices {
-            call = i
-            let inputs = scenario.inputs(i, after: previous)
-            for v in f.inputs where !v.type.isState {
-                if let t = inputs[v.name] { stats[ObjectIdentifier(v)] = Stats(.tensor(t)) }
-            }
-            let out = try plan.run(inputs: inputs, states: states)
-            previous = out
-            if first != nil {
-                for v in f.outputs { if let t = out[v.name], Stats(.tensor(t))?.nonFinite == true { outputsNonFinite.append(v.name) } }
-                break
-            }
-        }
-        let largestText = largest.map { "largest |value| \(format($0.0)) (op '\($0.1.name)', \($0.1.type); additive masks aside)" } ?? "no float values"
-        guard let hit = first else {
-            let run = RuntimeRun(check: "fp16_overflow", function: f.name, precision: "fp16", inputs: scenario.label, ok: true,
-                                 summary: "no op overflows in fp16 (\(watched) op results watched); \(largestText), fp16 max 65504")
-            return (run, [])
-        }
-        let op = hit.op
-        let outInf = hit.outputs.contains { $0.infs > 0 }
-        let infs = hit.outputs.reduce(0) { $0 + $1.infs }, negative = hit.outputs.reduce(0) { $0 + $1.negativeInfs }
-        let what = outInf ? "overflows to \(negative == 0 ? "+inf" : negative == infs ? "-inf" : "±inf")" : "becomes NaN"
-        let bad = hit.outputs.reduce(0) { $0 + $1.infs + $1.nans }, total = hit.outputs.reduce(0) { $0 + $1.count }
-        var shapes: [(name: String, shape: String)] = hit.inputs.compactMap { i in i.stats.map { (name: i.name, shape: "\($0.shape)") } }
-        shapes.append((name: "output", shape: "\(hit.outputs.first?.shape ?? [])"))
-        // mul(x = v, y = v): one entry.
-        var seen = Set<String>()
-        let inputsText = hit.inputs.compactMap { i -> String? in
-            let key = i.value ?? i.name
-            guard seen.insert(key).inserted else { return nil }
-            let same = hit.inputs.filter { ($0.value ?? $0.name) == key }.map(\.name).joined(separator: " = ")
-            return "\(same)\(i.value.map { " ('\($0)')" } ?? "") \(i.stats?.magnitude ?? "?")"
-        }.joined(separator: ", ")
-        var message = "in fp16 precision the output of \(op.type) '\(op.name)' \(what) (\(bad) of \(total) elements) although its inputs are finite"
-        if !outInf { message = "in fp16 precision the output of \(op.type) '\(op.name)' becomes NaN (\(bad) of \(total) elements) although no input is NaN" }
-        message += "; inputs max |value|: \(inputsText) (fp16 max 65504)"
-        message += "; call \(hit.call + 1) of \(scenario.calls.count) (\(scenario.label)); \(carrying) op result(s) carry inf/NaN in that call"
-        message += outputsNonFinite.isEmpty ? ", the outputs stay finite but wrong" : ", outputs with inf/NaN: \(outputsNonFinite.joined(separator: ", "))"
-        var fixPass: String?
-        var fix = "Keep this op in fp32 (coremltools: compute_precision=ct.transform.FP16ComputePrecision(op_selector=…)) or rescale its inputs."
-        if let idiom = RMSNormIdiom.match(square: op, uses: uses) {
-            var norms: [Op] = []
-            f.body.walk { if NumericChecks.isSquare($0), RMSNormIdiom.match(square: $0, uses: uses) != nil { norms.append($0) } }
-            let k = (norms.firstIndex { $0 === op } ?? 0) + 1
-            message += ". It is the square of RMSNorm \(k) of \(norms.count) in program order (\(idiom.chain)): the mean becomes inf and rsqrt(inf) = 0 zeroes the normalised row"
-            fixPass = FP16SafeRMSNorm.name
-            fix = "Divide x by its row max|x| before squaring (fp16_safe_rms_norm)."
-        } else if NumericChecks.isSquare(op) {
-            fix = "Divide x by its row max|x| before squaring (x² overflows fp16 from |x| > 256), or compute it in fp32."
-        } else if op.operandValues.contains(where: { v in
-            var p = v.producer
-            if p?.type == "cast" { p = p?.operand("x")?.value?.producer }
-            return p.map { ClampFP16Constants.outOfRange($0, uses: uses) != nil } ?? false
-        }) || (op.type == "cast" && op.operand("x")?.value?.producer.map { ClampFP16Constants.outOfRange($0, uses: uses) != nil } == true) {
-            fixPass = ClampFP16Constants.name
-            fix = "Clamp the constant into the fp16 range (clamp_fp16_constants)."
-        }
-        let finding = Finding(.error, "fp16_overflow", function: f.name, op: OpIndex(f).ref(op), binding: binding,
-                              shapes: shapes, message: message, fixPass: fixPass, fix: fix)
-        let run = RuntimeRun(check: "fp16_overflow", function: f.name, precision: "fp16", inputs: scenario.label, ok: false,
-                             summary: "\(op.type) '\(op.name)' \(what) first (\(watched) op results watched)")
-        return (run, [finding])
-    }
-
-    /// Values carrying an additive mask: a float input named `*mask*`, and what `cast`, reshapes,
-    /// slices and `add` / `sub` make of it (scores + mask). Their large negative entries are by
-    /// design, so they do not count as the largest value.
-    static func maskDerivedValues(_ f: Function) -> Set<ObjectIdentifier> {
-        var out = Set(f.inputs.filter { $0.name.lowercased().contains("mask") && $0.type.tensorType?.dtype.isFloat == true }.map { ObjectIdentifier($0) })
-        let through: Set<String> = ["cast", "reshape", "expand_dims", "squeeze", "tile", "transpose", "slice_by_index", "slice_by_size",
-                                    "identity", "add", "sub", "mul", "real_div"]
-        f.body.walk { op in
-            guard through.contains(op.type), op.operandValues.contains(where: { out.contains(ObjectIdentifier($0)) }) else { return }
-            for v in op.outputs { out.insert(ObjectIdentifier(v)) }
-        }
-        return out
-    }
 
     // MARK: - S = 1 against S = N
 
@@ -303,11 +162,11 @@ public enum RuntimeChecks {
         }
         var message = "the last row of '\(output)' differs between S=1 (\(split.label)) and S=\(n) (\(whole.label)) on the same tokens: \(diffText)"
         var ref: Finding.OpRef?
-        var shapes: [(name: String, shape: String)] = [(name: output, shape: "\(b.shape)")]
+        var shapes = [ShapeNote(output, dtype: b.dtype, shape: b.shape)]
         if let d = firstDiff {
             ref = OpIndex(f).ref(d.op)
             message += "; first op whose last row differs: \(d.op.type) '\(d.op.name)' (value '\(d.value.name)', max |Δ| \(format(d.delta)) of max |value| \(format(d.scale)))"
-            shapes.insert((name: d.value.name, shape: "\(d.shape)"), at: 0)
+            shapes.insert(ShapeNote(d.value.name, dtype: d.value.type.tensorType?.dtype, shape: d.shape), at: 0)
         } else {
             message += "; no intermediate result with a sequence axis differs (\(compared) compared): look at state writes and reads"
         }

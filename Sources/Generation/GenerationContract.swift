@@ -128,10 +128,16 @@ public struct GenerationContract: Equatable {
     public var functions: Functions
     public var logits: String
     public var contextLength: Int
-    /// Inputs that are constant tables (e.g. a per-layer embedding table), bound once by the
-    /// caller (`Generator.boundInputs`). Hook for a later "static inputs" feature: the contract
-    /// names them; nothing reads them from files yet.
+    /// Inputs that are constant tables (e.g. a per-layer embedding table `ple_table` and its
+    /// `ple_scale`), bound once for the generator's life (``Generator/bind(_:to:)``, the CLI's
+    /// `--static-input`), never copied per call.
     public var staticInputs: [String]
+    /// Files for static inputs the contract file names (`"static_inputs": {"ple_table":
+    /// "ple_table.npy"}`): `FILE.npy` or `FILE:dtype:shape` (``MappedArray``), paths resolved
+    /// against the contract file's folder.
+    public var staticInputFiles: [String: String] = [:]
+    /// A per-token input filled from a mapped table (provider mode, ``TableRowProvider``).
+    public var provider: TableRowProvider.Spec?
     /// What the contract was read from: "detected" or "file <path>".
     public var source: String
 

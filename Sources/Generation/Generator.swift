@@ -40,8 +40,11 @@ public final class Generator {
     /// same states.
     public let prefillSession: Session
     public let contract: GenerationContract
-    /// Extra constant inputs bound once (the contract's static inputs), by name.
+    /// Extra constant inputs passed with every call, by name (in-memory tensors; a table file
+    /// is better bound with ``bind(_:to:)``, which maps it once and never copies it).
     public var boundInputs: [String: Tensor] = [:]
+    /// Per-token inputs filled from mapped tables (provider mode), one per provided input.
+    public var providers: [TableRowProvider] = []
     /// Largest prefill chunk (nil: as wide as the graph allows). 1 = token-by-token prefill.
     public var prefillChunk: Int?
     /// Explicit KV caches (contracts without states): the last call's cache outputs.
@@ -80,6 +83,42 @@ public final class Generator {
     /// Every distinct session (one, or the prefill and decode pair).
     public var sessions: [Session] { prefillSession === session ? [session] : [prefillSession, session] }
 
+    /// Binds a mapped table to input `name` of every session's function that takes it, once
+    /// for the generator's life (``ExecutionPlan/bind(_:to:)``: int8 and fp16 files are read in
+    /// place, never copied per call or step).
+    /// - Throws: `InterpreterError.badInput` when the file's dtype or shape does not fit the
+    ///   declared input, `GenerationError` when no session's function takes `name`.
+    public func bind(_ name: String, to array: MappedArray) throws {
+        var bound = false
+        for s in sessions where s.function.inputs.contains(where: { $0.name == name }) {
+            try s.plan.bind(name, to: array)
+            bound = true
+        }
+        if !bound {
+            throw GenerationError("no function the generator runs has an input '\(name)' (static input \(array.path))")
+        }
+    }
+
+    /// Adds a provider after checking it against every session's function.
+    /// - Throws: `GenerationError` naming the input and both shapes.
+    public func add(_ provider: TableRowProvider) throws {
+        for s in sessions { try provider.check(against: s.function) }
+        providers.append(provider)
+    }
+
+    /// The static inputs of the contract that nothing feeds yet (not bound, not in
+    /// ``boundInputs``, not provided), with the function that takes them.
+    public var unfedStaticInputs: [(function: Function, input: Value)] {
+        var out: [(Function, Value)] = []
+        for s in sessions {
+            let fed = Set(s.plan.boundInputNames).union(boundInputs.keys).union(providers.map(\.input))
+            for v in s.function.inputs where contract.staticInputs.contains(v.name) && !fed.contains(v.name) {
+                if !out.contains(where: { $0.1.name == v.name }) { out.append((s.function, v)) }
+            }
+        }
+        return out
+    }
+
     /// Tokens written to the KV cache so far.
     public private(set) var position = 0
 
@@ -98,6 +137,7 @@ public final class Generator {
         padded += [Int32](repeating: 0, count: w - n)
         var inputs = boundInputs
         for (k, v) in try contract.inputs(ids: padded, position: position, function: s.function, caches: caches) { inputs[k] = v }
+        for p in providers { inputs[p.input] = try p.value(ids: padded, for: s.function) }
         // Only the last real token's logits are used: compute just that row when the graph allows.
         let plan = s.plan, logitsName = contract.logits
         let oneRow = plan.canSelectRow(of: logitsName)

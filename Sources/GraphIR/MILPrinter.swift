@@ -1,3 +1,5 @@
+import JSON
+
 /// Prints a model's program in the MIL text syntax of a compiled model's `model.mil`
 /// (`.mlmodelc`), so that a user can diff what forge-ir sees with what Apple's compiler wrote.
 ///
@@ -276,25 +278,10 @@ public enum MILPrinter {
 
     /// A double-quoted string literal with `\"`, `\\`, `\n`, `\t`, `\r` and `\xNN` for other
     /// control characters; other characters (UTF-8) as they are.
-    public static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            default:
-                if u.value < 0x20 || u.value == 0x7F {
-                    let h = String(u.value, radix: 16)
-                    out += "\\x" + (h.count < 2 ? "0" : "") + h
-                } else {
-                    out.unicodeScalars.append(u)
-                }
-            }
-        }
-        return out + "\""
+    public static func quote(_ s: String) -> String { "\"" + literalEscaper.escape(s) + "\"" }
+
+    static let literalEscaper = ScalarEscaper(["\"": "\\\"", "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"]) {
+        $0.value < 0x20 || $0.value == 0x7F ? ScalarEscaper.hexEscape($0) : nil
     }
 
     // MARK: - FlexibleShapeInformation

@@ -1,287 +1,367 @@
-import CKernels
 import GraphIR
 
-/// Execution-level fusion of grouped-query attention over a KV cache (never written back):
+/// Execution-level fusion of attention over a KV cache (never written back). Two forms of the
+/// computation are recognised, whatever the converter's op order around them:
 ///
 /// ```
-/// kt = reshape(tile(expand_dims(k, axes = [2]), reps = [1, 1, rep, 1, 1]), [1, KV·rep, CTX, D])
-/// vt = … the same for v
-/// s  = matmul(x = q, y = kt, transpose_y = true)      // [1, H, S, CTX]
-/// s2 = mul(x = s, y = scale)                           // or real_div by a constant
-/// s3 = add(x = s2, y = mask)                           // additive mask [.., S, CTX]
-/// p  = softmax(x = s3, axis = -1)
-/// o  = matmul(x = p, y = vt)                           // [1, H, S, D]
-/// ```
-/// becomes one kernel that reads `k`/`v` with head `h` mapped to KV head `h / rep` (no tiled
-/// copy) and skips key columns whose additive mask is ≤ −1e4: their softmax weight,
-/// exp(score − 1e4 − max), is exactly 0 in fp32 for any score below ~9900 in magnitude. When
-/// every column of a row is masked, the row attends over all columns with mask > −inf, as the
-/// graph's softmax does; a NaN mask value is never skipped (the row is NaN, as the graph's
-/// softmax gives), and a row left without columns (all −inf mask) is NaN. Runs
-/// only in `fp32` precision; `fp16` precision keeps the per-op rounding of the original ops.
+/// o = scaled_dot_product_attention(query = q, key = K, value = V, attn_mask = mask?)
 ///
-/// When `k` (or `v`) is `read_state(input = cache)` read by nothing but this chain, and no op
-/// between that read and the attention takes the state, the `read_state` goes too: the kernel
-/// reads the state's storage in place (fp16 bits or fp32), only at unmasked columns, instead
-/// of a widened copy of the whole cache per call. The inner loops are C (`fk_attention`,
-/// CKAttention.h); ``reference(_:q:k:v:mask:scale:)`` is the Swift form they match bit for bit.
+/// s = matmul(x = q, y = K, transpose_y = true)   // or transpose_y = false on K [1, H, D, T]
+/// s = mul(s, c) | real_div(s, c)                  // optional, c a scalar constant
+/// s = add(s, mask)                                // optional, either order
+/// o = matmul(x = softmax(s, axis = -1), y = V)
+/// ```
+/// where `K` / `V` are any data-movement chain (``LayoutStep/ops``: `expand_dims`, `tile`,
+/// `reshape`, `transpose`, `squeeze`, `slice_by_index`) over a buffer — a `read_state` of a
+/// per-layer `[1, KV, CTX, D]` or stacked `[L, 1, KV, CTX, D]` cache, or any tensor — that
+/// comes out, at run time, as a strided view with query head `h` reading KV head `h / rep`
+/// (``LayoutView``). It becomes one kernel (`fk_attention`) reading the buffer in place: no
+/// tiled copy, no widened copy of the cache, key columns whose additive mask is ≤ −1e4
+/// skipped (their softmax weight, exp(score − 1e4 − max), is exactly 0 in fp32 for any score
+/// below ~9900 in magnitude). When every column of a row is masked, the row attends over all
+/// columns with mask > −inf, as the graph's softmax does; a NaN mask value is never skipped,
+/// and a row left without columns (all −inf mask) is NaN. Runs only in `fp32` precision.
+///
+/// A chain whose run-time parameters do not make such a view (a `tile` that maps head `h` to
+/// `h % KV`, a slice of a repeated axis, …) runs the original ops instead (``FusedFallback``),
+/// and `--profile` says why. The `read_state` is looked through only when no op between it
+/// and the attention can change the state; it is dropped when nothing else reads it.
 enum AttentionFusion {
     static let maskedThreshold: Float = -1e4
+    /// The fused step's first input name (how plan code recognises a fused attention).
+    static let queryName = "fused_attention.query"
+    /// The first input name of a `shape` answered from a fused chain.
+    static let shapeSourceName = "fused_attention.shape_source"
 
-    /// Rewrites `plan`'s steps in place. `useCount` counts reads of each slot; a chain whose
-    /// removed steps produce a `protected` slot (an observed value) is left unfused.
-    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], protected: Set<Int> = []) {
-        var producer: [Int: Int] = [:]
-        for (i, st) in plan.steps.enumerated() { for s in st.outputSlots { producer[s] = i } }
-        func slot(_ st: ExecutionPlan.Step, _ name: String) -> Int? {
-            guard let r = st.inputs.first(where: { $0.name == name })?.refs, r.count == 1, case let .slot(s) = r[0] else { return nil }
-            return s
-        }
-        func step(_ s: Int?, _ type: String) -> (Int, ExecutionPlan.Step)? {
-            guard let s, useCount[s] == 1, let i = producer[s], plan.steps[i].op.type == type else { return nil }
-            return (i, plan.steps[i])
-        }
-        func constInts(_ st: ExecutionPlan.Step, _ name: String) -> [Int]? {
-            guard let s = slot(st, name), let i = producer[s], plan.steps[i].op.type == "const",
-                  let c = plan.steps[i].op.constValue else { return nil }
-            return c.ints()
-        }
-        func constBool(_ st: ExecutionPlan.Step, _ name: String, default d: Bool) -> Bool? {
-            guard st.inputs.contains(where: { $0.name == name }) else { return d }
-            guard let v = constInts(st, name), v.count == 1 else { return nil }
-            return v[0] != 0
-        }
-        /// kt = reshape(tile(expand_dims(k))) → (k slot, rep, steps to remove). `k` is the
-        /// state slot itself when it is a `read_state` that only this chain reads.
-        func repeatedKV(_ s: Int?, readBy user: Int) -> (Int, Int, [Int])? {
-            guard let (ir, reshape) = step(s, "reshape"), let (it, tile) = step(slot(reshape, "x"), "tile"),
-                  let (ie, expand) = step(slot(tile, "x"), "expand_dims"), let k = slot(expand, "x"),
-                  let axes = constInts(expand, "axes"), axes == [2],
-                  let reps = constInts(tile, "reps"), reps.count == 5, reps[0] == 1, reps[1] == 1, reps[3] == 1, reps[4] == 1,
-                  let shape = constInts(reshape, "shape"), shape.count == 4 else { return nil }
-            if let (irs, read) = step(k, "read_state"), let state = slot(read, "input"), irs < user,
-               !takes(state, in: plan.steps[(irs + 1)..<user]) {
-                return (state, reps[2], [ir, it, ie, irs])
-            }
-            return (k, reps[2], [ir, it, ie])
-        }
+    /// A fused attention step.
+    static func isFused(_ st: ExecutionPlan.Step) -> Bool { st.inputs.first?.name == queryName }
+    /// A step made by this fusion that reads a state without changing it (the attention, or a
+    /// `shape` of its chain).
+    static func readsInPlace(_ st: ExecutionPlan.Step) -> Bool {
+        st.inputs.first.map { $0.name == queryName || $0.name == shapeSourceName } ?? false
+    }
+
+    /// A K or V operand at plan time.
+    struct Operand {
+        /// The buffer: a state read in place, or a tensor.
+        let source: ExecutionPlan.Ref
+        /// Data-movement steps from the buffer to the operand: (op type, parameter refs).
+        let chain: [(op: String, params: [(name: String, ref: ExecutionPlan.Ref)])]
+        /// Steps the fusion removes from the plan, and the steps its fallback re-runs.
+        let removed: [Int]
+        let fallback: [Int]
+        /// `shape` ops reading a value of the chain (Apple's recipe computes the `tile` reps and
+        /// the mask slice from them): (step, number of chain steps that make the value). They
+        /// are answered from the buffer's shape and the chain's parameters.
+        let shapeUsers: [(step: Int, prefix: Int)]
+        /// The operand is `[1, H, D, T]` (matmul with transpose_y = false).
+        var transposed = false
+    }
+
+    /// A recognised attention at plan time.
+    struct Match {
+        let kind: String
+        let q: ExecutionPlan.Ref
+        let k: Operand, v: Operand
+        let mask: ExecutionPlan.Ref?
+        /// nil: 1/√D (`scaled_dot_product_attention`).
+        let scale: Float?
+        /// The anchor-side steps (softmax chain, or the op itself), the last one the output op.
+        let removed: [Int]
+    }
+
+    /// Rewrites `plan`'s steps in place and returns every candidate site (fused, or why not).
+    /// `useCount` counts reads of each slot; a match whose removed steps produce a `protected`
+    /// slot (an observed value) is left unfused.
+    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], protected: Set<Int> = [],
+                      constant: @escaping (Int) -> ConstValue? = { _ in nil }, precision: Precision = .fp32,
+                      int8Activations: Bool = false) -> [FusionSite] {
+        let m = Matcher(plan: plan, useCount: useCount, constant: constant)
+        var sites: [FusionSite] = []
         var remove = Set<Int>()
         var replace: [Int: ExecutionPlan.Step] = [:]
-        for (i2, m2) in plan.steps.enumerated() where m2.op.type == "matmul" {
-            guard constBool(m2, "transpose_x", default: false) == false, constBool(m2, "transpose_y", default: false) == false,
-                  let (ip, sm) = step(slot(m2, "x"), "softmax"),
-                  (constInts(sm, "axis") ?? [-1]) == [-1] || (constInts(sm, "axis") ?? []) == [3],
-                  let (ia, add) = step(slot(sm, "x"), "add"),
-                  let v = repeatedKV(slot(m2, "y"), readBy: i2) else { continue }
-            // add(x = scaled, y = mask) in either order.
-            var scaledSlot = slot(add, "x"), maskSlot = slot(add, "y")
-            if let s = scaledSlot, let p = producer[s], !["mul", "real_div"].contains(plan.steps[p].op.type) { swap(&scaledSlot, &maskSlot) }
-            guard let maskSlot, let scaleStep = scaledSlot.flatMap({ s -> (Int, ExecutionPlan.Step)? in step(s, "mul") ?? step(s, "real_div") }) else { continue }
-            let (iscale, mul) = scaleStep
-            guard let sv = constInts(mul, "y") == nil ? constScalar(mul, "y", producer: producer, plan: plan) : nil,
-                  let (i1, m1) = step(slot(mul, "x"), "matmul"),
-                  constBool(m1, "transpose_x", default: false) == false, constBool(m1, "transpose_y", default: false) == true,
-                  let q = slot(m1, "x"), let k = repeatedKV(slot(m1, "y"), readBy: i2), k.1 == v.1 else { continue }
-            let removed = [ip, ia, iscale, i1] + k.2 + v.2
-            if !protected.isEmpty, removed.contains(where: { plan.steps[$0].outputSlots.contains(where: protected.contains) }) { continue }
-            let scale = mul.op.type == "mul" ? sv : 1 / sv
-            let rep = k.1
-            let fused = ExecutionPlan.Step(
-                op: m2.op, kernel: kernel(scale: scale, rep: rep),
-                inputs: [(name: "query", refs: [.slot(q)]), (name: "key", refs: [.slot(k.0)]),
-                         (name: "value", refs: [.slot(v.0)]), (name: "mask", refs: [.slot(maskSlot)])],
-                outputSlots: m2.outputSlots, release: [], isConstant: false, blocks: [])
-            replace[i2] = fused
-            for r in removed { remove.insert(r) }
-        }
-        guard !replace.isEmpty else { return }
-        plan.steps = plan.steps.enumerated().compactMap { i, st in
-            if remove.contains(i) { return nil }
-            return replace[i] ?? st
-        }
-    }
-
-    /// Whether any of `steps` (nested blocks included) takes state `slot` other than through
-    /// `read_state`: a write, or any op that could change it.
-    static func takes(_ slot: Int, in steps: ArraySlice<ExecutionPlan.Step>) -> Bool {
-        steps.contains { st in
-            if st.op.type != "read_state" && st.inputs.contains(where: { $0.refs.contains { if case let .slot(s) = $0 { return s == slot } else { return false } } }) {
-                return true
-            }
-            return st.blocks.contains { takes(slot, in: $0.steps[...]) }
-        }
-    }
-
-    static func constScalar(_ st: ExecutionPlan.Step, _ name: String, producer: [Int: Int], plan: ExecutionPlan.BlockPlan) -> Float? {
-        guard let r = st.inputs.first(where: { $0.name == name })?.refs, r.count == 1, case let .slot(s) = r[0],
-              let i = producer[s], plan.steps[i].op.type == "const", let c = plan.steps[i].op.constValue,
-              let d = c.doubles(), d.count == 1 else { return nil }
-        return Float(d[0])
-    }
-
-    /// The sizes of one fused attention call, checked against each other.
-    struct Problem {
-        let h: Int, s: Int, d: Int, ctx: Int, rep: Int
-        /// Mask element strides of the head and row axes (0 = broadcast).
-        let maskHeadStride: Int, maskRowStride: Int
-
-        /// q [1, H, S, D], k/v [1, KV, CTX, D] (H = KV·rep), mask [.., S or 1, CTX] with at most
-        /// an H axis before.
-        /// - Throws: `KernelError` naming the shapes that do not fit.
-        init(q: [Int], k: [Int], v: [Int], mask: [Int], rep: Int) throws {
-            guard rep >= 1, q.count == 4, k.count == 4, v.count == 4, q[0] == 1, k[0] == 1,
-                  k == v, q[3] == k[3], q[1] == k[1] * rep else {
-                throw KernelError("fused attention: query \(q), key \(k), value \(v) do not fit grouped attention with \(rep) query heads per KV head")
-            }
-            h = q[1]; s = q[2]; d = q[3]; ctx = k[2]
-            self.rep = rep
-            let mr = mask.count
-            guard mr >= 2, mask[mr - 1] == ctx, mask[mr - 2] == s || mask[mr - 2] == 1 else {
-                throw KernelError("fused attention: mask \(mask) does not broadcast to [1, \(h), \(s), \(ctx)]")
-            }
-            let perHead = mr >= 3 && mask[mr - 3] == h && h != 1
-            maskHeadStride = perHead ? mask[mr - 2] * ctx : 0
-            maskRowStride = mask[mr - 2] == s ? ctx : 0
-            let lead = mask.dropLast(perHead ? 3 : 2).reduce(1, *)
-            guard lead == 1 else {
-                throw KernelError("fused attention: mask \(mask) does not broadcast to [1, \(h), \(s), \(ctx)]")
-            }
-        }
-
-        var outCount: Int { h * s * d }
-    }
-
-    /// A key or value operand: a state read in place, or a tensor.
-    enum KV {
-        case state(StateBuffer)
-        case tensor(Tensor)
-
-        init(_ v: RuntimeValue) throws {
-            if case let .state(s) = v { self = .state(s) } else { self = .tensor(try v.dense()) }
-        }
-
-        var shape: [Int] {
-            switch self {
-            case let .state(s): return s.shape
-            case let .tensor(t): return t.shape
-            }
-        }
-
-        /// `body(values, half)`: binary16 bits when `half`, else floats. Never empty.
-        func withStorage<R>(_ body: (UnsafeRawPointer, Bool) throws -> R) throws -> R {
-            func floats(_ a: [Float]) throws -> R {
-                guard !a.isEmpty else { throw KernelError("fused attention: empty key / value") }
-                return try a.withUnsafeBufferPointer { try body(UnsafeRawPointer($0.baseAddress!), false) }
-            }
-            switch self {
-            case let .state(s):
-                switch s.storage {
-                case let .half(p): return try body(UnsafeRawPointer(p), true)
-                case let .float(p): return try body(UnsafeRawPointer(p), false)
-                case let .tensor(t): return try floats(t.floats)
+        for (i, st) in plan.steps.enumerated() {
+            let kind: String
+            let result: Result<Match, Matcher.NoMatch>
+            if st.op.type == "scaled_dot_product_attention" {
+                kind = st.op.type
+                result = m.sdpa(i)
+            } else if st.op.type == "matmul", let x = m.slot(st, "x"), let p = m.producer[x], plan.steps[p].op.type == "softmax" {
+                kind = "attention"
+                result = m.softmaxChain(i)
+            } else { continue }
+            switch result {
+            case let .failure(f):
+                sites.append(FusionSite(kind: kind, op: st.op.name, reason: f.reason))
+            case let .success(match):
+                let all = Set(match.removed + match.k.removed + match.v.removed)
+                if !protected.isEmpty, all.contains(where: { plan.steps[$0].outputSlots.contains(where: protected.contains) }) {
+                    sites.append(FusionSite(kind: kind, op: st.op.name, reason: "an intermediate value is observed"))
+                    continue
                 }
-            case let .tensor(t): return try floats(t.floats)
+                let site = FusionSite(kind: kind, op: st.op.name, reason: nil)
+                guard let fused = fusedStep(match, anchor: st, plan: plan, site: site),
+                      let shapes = shapeSteps(match, plan: plan, site: site) else {
+                    sites.append(FusionSite(kind: kind, op: st.op.name, reason: "an op of the chain has no kernel"))
+                    continue
+                }
+                sites.append(site)
+                replace[i] = fused
+                for (j, step) in shapes { replace[j] = step }
+                for r in all where r != i { remove.insert(r) }
             }
         }
-    }
-
-    /// q [1, H, S, D], k/v [1, KV, CTX, D] (H = KV·rep), mask broadcastable to [1, H, S, CTX].
-    /// `key` / `value` may be states (read in place) or tensors.
-    static func kernel(scale: Float, rep: Int) -> Kernel {
-        return { inv in
-            let q = try inv.tensor("query"), mask = try inv.tensor("mask")
-            let k = try KV(inv.value("key")), v = try KV(inv.value("value"))
-            let p = try Problem(q: q.shape, k: k.shape, v: v.shape, mask: mask.shape, rep: rep)
-            let out = try run(p, q: q.floats, k: k, v: v, mask: mask.floats, scale: scale)
-            return [.tensor(Tensor(inv.outputDType(), shape: [1, p.h, p.s, p.d], floats: out))]
+        if !replace.isEmpty {
+            plan.steps = plan.steps.enumerated().compactMap { i, st in
+                if remove.contains(i) { return nil }
+                return replace[i] ?? st
+            }
         }
+        return sites
     }
 
-    /// The fused attention through `fk_attention`: [H, S, D] floats.
-    /// - Throws: `KernelError` when the kernel's scratch cannot be allocated.
-    static func run(_ p: Problem, q: [Float], k: KV, v: KV, mask: [Float], scale: Float) throws -> [Float] {
-        guard p.outCount > 0 else { return [] }
-        guard p.ctx > 0 else { return [Float](repeating: .nan, count: p.outCount) }
-        // fk_attention writes every element (a computed row or a NaN row).
-        var out: [Float] = BufferPool.uninitialized(p.outCount)
-        let rc: Int32 = try k.withStorage { kp, kHalf in
-            try v.withStorage { vp, vHalf in
-                q.withUnsafeBufferPointer { qp in
-                    mask.withUnsafeBufferPointer { mp in
-                        out.withUnsafeMutableBufferPointer { op in
-                            var desc = fk_attention_desc(
-                                heads: p.h, rows: p.s, dim: p.d, ctx: p.ctx, rep: p.rep,
-                                q: qp.baseAddress, k: kp, v: vp, k_half: kHalf ? 1 : 0, v_half: vHalf ? 1 : 0,
-                                mask: mp.baseAddress, mask_head_stride: p.maskHeadStride, mask_row_stride: p.maskRowStride,
-                                scale: scale, masked: maskedThreshold, out: op.baseAddress)
-                            return fk_attention(&desc)
+    /// The fused step of `match`: its operands are the fallback's externals, led by the query,
+    /// the K and V buffers, the mask and the chains' parameters.
+    static func fusedStep(_ match: Match, anchor: ExecutionPlan.Step, plan: ExecutionPlan.BlockPlan,
+                          site: FusionSite) -> ExecutionPlan.Step? {
+        var leading: [ExecutionPlan.Ref] = [match.q, match.k.source, match.v.source]
+        if let mask = match.mask { leading.append(mask) }
+        func chain(_ o: Operand) -> [LayoutStep] {
+            o.chain.map { c in
+                LayoutStep(op: c.op, params: c.params.map { p in
+                    leading.append(p.ref)
+                    return (name: p.name, index: leading.count - 1)
+                })
+            }
+        }
+        let kChain = chain(match.k), vChain = chain(match.v)
+        let order = Set(match.removed + match.k.fallback + match.v.fallback).sorted()
+        guard let fallback = FusedFallback(order.map { plan.steps[$0] }, leading: leading) else { return nil }
+        let spec = Runtime(kind: match.kind, scale: match.scale, hasMask: match.mask != nil,
+                           k: .init(chain: kChain, transposed: match.k.transposed),
+                           v: .init(chain: vChain, transposed: match.v.transposed),
+                           fallback: fallback, site: site)
+        let inputs = fallback.externals.enumerated().map { i, r in (name: i == 0 ? queryName : "e\(i)", refs: [r]) }
+        return ExecutionPlan.Step(op: anchor.op, kernel: spec.kernel, inputs: inputs, outputSlots: anchor.outputSlots,
+                                  release: [], isConstant: false, blocks: [])
+    }
+
+    /// The `shape` ops of K's and V's chains, answered without the chain's data: the view's
+    /// shape over the buffer's shape (the original ops when the view does not apply).
+    static func shapeSteps(_ match: Match, plan: ExecutionPlan.BlockPlan, site: FusionSite) -> [Int: ExecutionPlan.Step]? {
+        var out: [Int: ExecutionPlan.Step] = [:]
+        for o in [match.k, match.v] {
+            for (j, prefix) in o.shapeUsers {
+                var leading: [ExecutionPlan.Ref] = [o.source]
+                let chain = o.chain.prefix(prefix).map { c in
+                    LayoutStep(op: c.op, params: c.params.map { p in
+                        leading.append(p.ref)
+                        return (name: p.name, index: leading.count - 1)
+                    })
+                }
+                // The fallback: the read_state (if any), the chain steps that make the value, the shape.
+                let steps = o.fallback.sorted()
+                let reads = steps.filter { plan.steps[$0].op.type == "read_state" }
+                let made = steps.filter { plan.steps[$0].op.type != "read_state" }.prefix(prefix)
+                guard let fallback = FusedFallback((reads + made + [j]).map { plan.steps[$0] }, leading: leading) else { return nil }
+                let shapeOp = plan.steps[j]
+                let kernel: Kernel = { inv in
+                    do {
+                        let buffer = try KV(inv.flat[0])
+                        var view = LayoutView(shape: buffer.shape)
+                        for st in chain {
+                            try st.apply(to: &view) { name in
+                                guard let p = st.params.first(where: { $0.name == name }) else { return nil }
+                                return try inv.flat[p.index].dense()
+                            }
                         }
+                        return [.tensor(Tensor(.int32, shape: [view.axes.count], ints: view.shape.map { Int32($0) }))]
+                    } catch let m as LayoutView.Mismatch {
+                        site.fallbacks["shape: " + m.reason, default: 0] += 1
+                        return [try fallback.run(inv.flat, precision: inv.precision, int8Activations: inv.int8Activations)]
                     }
                 }
-            }
-        }
-        guard rc == 0 else { throw KernelError("fused attention: no memory for the kernel's scratch (code \(rc))") }
-        return out
-    }
-
-    /// The Swift form of the kernel, on widened K / V ([KV, CTX, D] floats): one (head, row)
-    /// at a time, serial. `fk_attention` gives the same bits (same operations in the same
-    /// order, no fused multiply-add). For tests.
-    static func reference(_ p: Problem, q qf: [Float], k kf: [Float], v vf: [Float], mask mf: [Float], scale: Float) -> [Float] {
-        let (h, s, d, ctx, rep) = (p.h, p.s, p.d, p.ctx, p.rep)
-        var out = [Float](repeating: 0, count: h * s * d)
-        for task in 0..<(h * s) {
-            let head = task / s, row = task % s, kvh = head / rep
-            let qrow = (head * s + row) * d
-            let mrow = head * p.maskHeadStride + row * p.maskRowStride
-            let kbase = kvh * ctx * d
-            var scores = [Float](repeating: 0, count: ctx)
-            var cols = [Int]()
-            var maxv = -Float.infinity
-            // Every column masked: attend over all of them, as the graph's softmax does.
-            var threshold = maskedThreshold
-            if !(0..<ctx).contains(where: { mf[mrow + $0] > maskedThreshold || mf[mrow + $0].isNaN }) { threshold = -.infinity }
-            for j in 0..<ctx where mf[mrow + j] > threshold || mf[mrow + j].isNaN {
-                let kr = kbase + j * d
-                var acc = SIMD8<Float>()
-                var t = 0
-                while t + 8 <= d {
-                    acc += SIMD8<Float>(qf[(qrow + t)..<(qrow + t + 8)]) * SIMD8<Float>(kf[(kr + t)..<(kr + t + 8)])
-                    t += 8
-                }
-                var sum = acc.sum()
-                while t < d { sum += qf[qrow + t] * kf[kr + t]; t += 1 }
-                let sc = sum * scale + mf[mrow + j]
-                scores[j] = sc
-                cols.append(j)
-                if sc > maxv { maxv = sc }
-            }
-            let orow = (head * s + row) * d
-            guard !cols.isEmpty else {
-                for t in 0..<d { out[orow + t] = .nan }  // an all −inf mask: NaN, as the graph gives
-                continue
-            }
-            var denom: Float = 0
-            for j in cols { let e = expf(scores[j] - maxv); scores[j] = e; denom += e }
-            let inv = 1 / denom
-            for j in cols {
-                let w = scores[j] * inv
-                let vr = kbase + j * d
-                var t = 0
-                while t + 8 <= d {
-                    let o = SIMD8<Float>(out[(orow + t)..<(orow + t + 8)]) + w * SIMD8<Float>(vf[(vr + t)..<(vr + t + 8)])
-                    for i in 0..<8 { out[orow + t + i] = o[i] }
-                    t += 8
-                }
-                while t < d { out[orow + t] += w * vf[vr + t]; t += 1 }
+                let inputs = fallback.externals.enumerated().map { i, r in (name: i == 0 ? shapeSourceName : "e\(i)", refs: [r]) }
+                out[j] = ExecutionPlan.Step(op: shapeOp.op, kernel: kernel, inputs: inputs, outputSlots: shapeOp.outputSlots,
+                                            release: [], isConstant: false, blocks: [])
             }
         }
         return out
     }
 }
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+extension AttentionFusion {
+    /// Plan-time pattern queries over one block.
+    struct Matcher {
+        let plan: ExecutionPlan.BlockPlan
+        let useCount: [Int: Int]
+        let constant: (Int) -> ConstValue?
+        let producer: [Int: Int]
+        /// The steps of this block reading each slot.
+        let readers: [Int: [Int]]
+
+        struct NoMatch: Error { let reason: String }
+        static func attempt<T>(_ body: () throws -> T) -> Result<T, NoMatch> {
+            do { return .success(try body()) } catch let e as NoMatch { return .failure(e) } catch { return .failure(NoMatch(reason: "\(error)")) }
+        }
+
+        init(plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], constant: @escaping (Int) -> ConstValue?) {
+            self.plan = plan
+            self.useCount = useCount
+            self.constant = constant
+            var p: [Int: Int] = [:], r: [Int: [Int]] = [:]
+            for (i, st) in plan.steps.enumerated() {
+                for s in st.outputSlots { p[s] = i }
+                for (_, refs) in st.inputs { for ref in refs { if case let .slot(s) = ref, r[s]?.last != i { r[s, default: []].append(i) } } }
+            }
+            producer = p
+            readers = r
+        }
+
+        /// The `shape` ops reading `s` when every other reader is `user` (nil when another op,
+        /// a nested block or a block output reads it).
+        func shapeReaders(_ s: Int, besides user: Int) -> [Int]? {
+            let rs = readers[s] ?? []
+            let n = rs.reduce(0) { n, i in n + plan.steps[i].inputs.reduce(0) { $0 + $1.refs.filter { if case let .slot(x) = $0 { return x == s } else { return false } }.count } }
+            guard n == useCount[s], rs.contains(user) else { return nil }
+            let others = rs.filter { $0 != user }
+            guard others.allSatisfy({ plan.steps[$0].op.type == "shape" }) else { return nil }
+            return others
+        }
+
+        func ref(_ st: ExecutionPlan.Step, _ name: String) -> ExecutionPlan.Ref? {
+            guard let r = st.inputs.first(where: { $0.name == name })?.refs, r.count == 1 else { return nil }
+            return r[0]
+        }
+
+        func slot(_ st: ExecutionPlan.Step, _ name: String) -> Int? {
+            guard case let .slot(s)? = ref(st, name) else { return nil }
+            return s
+        }
+
+        /// The value of a constant operand (an operand constant or a `const` op's output).
+        func constValue(_ r: ExecutionPlan.Ref?) -> ConstValue? {
+            switch r {
+            case let .constant(i)?: return constant(i)
+            case let .slot(s)?:
+                guard let i = producer[s], plan.steps[i].op.type == "const" else { return nil }
+                return plan.steps[i].op.constValue
+            case nil: return nil
+            }
+        }
+
+        func constBool(_ st: ExecutionPlan.Step, _ name: String) -> Bool? {
+            guard st.inputs.contains(where: { $0.name == name }) else { return false }
+            guard let v = constValue(ref(st, name))?.ints(), v.count == 1 else { return nil }
+            return v[0] != 0
+        }
+
+        /// The step producing `s` when only one op reads `s` (else the reason).
+        func single(_ s: Int?, _ what: String) throws -> (Int, ExecutionPlan.Step) {
+            guard let s, let i = producer[s] else { throw NoMatch(reason: "\(what) is not computed in this block") }
+            guard useCount[s] == 1 else { throw NoMatch(reason: "\(what) (\(plan.steps[i].op.type)) has a second user") }
+            return (i, plan.steps[i])
+        }
+
+        func sdpa(_ i: Int) -> Result<Match, NoMatch> {
+            Matcher.attempt {
+                let st = plan.steps[i]
+                if let extra = st.inputs.first(where: { !["query", "key", "value", "attn_mask"].contains($0.name) }) {
+                    throw NoMatch(reason: "input '\(extra.name)' is not supported")
+                }
+                guard let q = ref(st, "query"), let k = slot(st, "key"), let v = slot(st, "value") else {
+                    throw NoMatch(reason: "query / key / value are not single values")
+                }
+                return Match(kind: st.op.type, q: q, k: try operand(k, user: i, anchor: i), v: try operand(v, user: i, anchor: i),
+                             mask: ref(st, "attn_mask"), scale: nil, removed: [i])
+            }
+        }
+
+        func softmaxChain(_ i2: Int) -> Result<Match, NoMatch> {
+            Matcher.attempt {
+                let m2 = plan.steps[i2]
+                guard constBool(m2, "transpose_x") == false, constBool(m2, "transpose_y") == false else {
+                    throw NoMatch(reason: "the value matmul transposes")
+                }
+                let (ip, sm) = try single(slot(m2, "x"), "the softmax output")
+                let axis = constValue(ref(sm, "axis"))?.ints() ?? [-1]
+                guard axis == [-1] || axis == [3] else { throw NoMatch(reason: "softmax is not over the last axis") }
+                var removed = [ip, i2]
+                var (ix, x) = try single(slot(sm, "x"), "the scores")
+                var mask: ExecutionPlan.Ref?
+                if x.op.type == "add" {
+                    // add(scores, mask) in either order: the scores side is the matmul chain.
+                    func isScores(_ s: Int?) -> Bool {
+                        guard let s, let p = producer[s] else { return false }
+                        return ["matmul", "mul", "real_div"].contains(plan.steps[p].op.type)
+                    }
+                    let (a, b) = (slot(x, "x"), slot(x, "y"))
+                    let scoresFirst = isScores(a)
+                    guard scoresFirst || isScores(b) else { throw NoMatch(reason: "the mask add has no matmul side") }
+                    mask = scoresFirst ? ref(x, "y") : ref(x, "x")
+                    removed.append(ix)
+                    (ix, x) = try single(scoresFirst ? a : b, "the scaled scores")
+                }
+                var scale: Float = 1
+                if x.op.type == "mul" || x.op.type == "real_div" {
+                    let (a, b) = (ref(x, "x"), ref(x, "y"))
+                    let cIsY = scalar(b) != nil
+                    guard let c = cIsY ? scalar(b) : (x.op.type == "mul" ? scalar(a) : nil) else {
+                        throw NoMatch(reason: "the score scale is not a scalar constant")
+                    }
+                    scale = x.op.type == "mul" ? c : 1 / c
+                    removed.append(ix)
+                    guard case let .slot(s)? = cIsY ? a : b else { throw NoMatch(reason: "the scaled value is a constant") }
+                    (ix, x) = try single(s, "the raw scores")
+                }
+                guard x.op.type == "matmul", constBool(x, "transpose_x") == false, let ty = constBool(x, "transpose_y") else {
+                    throw NoMatch(reason: "the scores are not matmul(q, k) (\(x.op.type))")
+                }
+                removed.append(ix)
+                guard let q = ref(x, "x"), let k = slot(x, "y"), let v = slot(m2, "y") else {
+                    throw NoMatch(reason: "query / key / value are not single values")
+                }
+                var kop = try operand(k, user: ix, anchor: i2)
+                kop.transposed = !ty
+                return Match(kind: "attention", q: q, k: kop, v: try operand(v, user: i2, anchor: i2), mask: mask, scale: scale,
+                             removed: removed.sorted())
+            }
+        }
+
+        func scalar(_ r: ExecutionPlan.Ref?) -> Float? {
+            guard let c = constValue(r), c.ints() == nil || c.type.tensorType?.dtype.isFloat == true,
+                  let d = c.doubles(), d.count == 1 else { return nil }
+            return Float(d[0])
+        }
+
+        /// K or V: data-movement steps back from `s` while only they read their inputs, down
+        /// to a buffer; a `read_state` buffer is read in place when no op between it and
+        /// `anchor` can change the state.
+        func operand(_ s0: Int, user consumer: Int, anchor: Int) throws -> Operand {
+            var s = s0
+            var user = consumer
+            var chain: [(op: String, params: [(name: String, ref: ExecutionPlan.Ref)])] = []
+            var removed: [Int] = []
+            var shapes: [(step: Int, depth: Int)] = []
+            while let i = producer[s], LayoutStep.ops.contains(plan.steps[i].op.type), let x = slot(plan.steps[i], "x"),
+                  let sh = shapeReaders(s, besides: user) {
+                let st = plan.steps[i]
+                let params = st.inputs.filter { $0.name != "x" && $0.refs.count == 1 }.map { (name: $0.name, ref: $0.refs[0]) }
+                for j in sh { shapes.append((step: j, depth: chain.count)) }
+                chain.insert((op: st.op.type, params: params), at: 0)
+                removed.append(i)
+                user = i
+                s = x
+            }
+            let shapeUsers = shapes.map { (step: $0.step, prefix: chain.count - $0.depth) }
+            var fallback = removed
+            if let i = producer[s], plan.steps[i].op.type == "read_state", let state = slot(plan.steps[i], "input"),
+               !StateUpdateFusion.changes(state, in: plan.steps[(i + 1)..<anchor]) {
+                fallback.append(i)
+                if useCount[s] == 1 { removed.append(i) }
+                return Operand(source: .slot(state), chain: chain, removed: removed, fallback: fallback, shapeUsers: shapeUsers)
+            }
+            return Operand(source: .slot(s), chain: chain, removed: removed, fallback: fallback, shapeUsers: shapeUsers)
+        }
+    }
+}

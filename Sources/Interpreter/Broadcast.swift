@@ -238,25 +238,12 @@ public struct BroadcastPlan {
     @inlinable @inline(__always)
     public func forEachRun2(_ body: (Int, Int, Int) -> Void) {
         let r = dims.count - 1
-        let inner = dims[r]
-        let runs = dims.dropLast().reduce(1, *)
         if r == 0 { body(0, 0, 0); return }
-        let sa = strides[0], sb = strides[1]
-        var idx = [Int](repeating: 0, count: r)
-        var oa = 0, ob = 0
-        for run in 0..<runs {
-            body(run * inner, oa, ob)
-            var d = r - 1
-            while d >= 0 {
-                idx[d] += 1
-                oa += sa[d]
-                ob += sb[d]
-                if idx[d] < dims[d] { break }
-                oa -= sa[d] * dims[d]
-                ob -= sb[d] * dims[d]
-                idx[d] = 0
-                d -= 1
-            }
+        let inner = dims[r]
+        var cursor = StridedCursor(shape: Array(dims.dropLast()), a: Array(strides[0].dropLast()), b: Array(strides[1].dropLast()))
+        for run in 0..<dims.dropLast().reduce(1, *) {
+            body(run * inner, cursor.offsetA, cursor.offsetB)
+            cursor.step()
         }
     }
 
@@ -264,27 +251,13 @@ public struct BroadcastPlan {
     @inlinable @inline(__always)
     public func forEachRun3(_ body: (Int, Int, Int, Int) -> Void) {
         let r = dims.count - 1
-        let inner = dims[r]
-        let runs = dims.dropLast().reduce(1, *)
         if r == 0 { body(0, 0, 0, 0); return }
-        let sa = strides[0], sb = strides[1], sc = strides[2]
-        var idx = [Int](repeating: 0, count: r)
-        var oa = 0, ob = 0, oc = 0
-        for run in 0..<runs {
-            body(run * inner, oa, ob, oc)
-            var d = r - 1
-            while d >= 0 {
-                idx[d] += 1
-                oa += sa[d]
-                ob += sb[d]
-                oc += sc[d]
-                if idx[d] < dims[d] { break }
-                oa -= sa[d] * dims[d]
-                ob -= sb[d] * dims[d]
-                oc -= sc[d] * dims[d]
-                idx[d] = 0
-                d -= 1
-            }
+        let inner = dims[r]
+        var cursor = StridedCursor(shape: Array(dims.dropLast()), a: Array(strides[0].dropLast()), b: Array(strides[1].dropLast()),
+                                   c: Array(strides[2].dropLast()))
+        for run in 0..<dims.dropLast().reduce(1, *) {
+            body(run * inner, cursor.offsetA, cursor.offsetB, cursor.offsetC)
+            cursor.step()
         }
     }
 }

@@ -95,6 +95,8 @@ public final class ExecutionPlan {
     var constantOpCache: [RuntimeValue?] = []
     let root = BlockPlan()
     var inputSlots: [Int] = []
+    /// Inputs bound once for the plan's life (``bind(_:to:)``, StaticInputBinding.swift).
+    var boundInputs: [String: RuntimeValue] = [:]
     /// Const outputs kept as fp16 views of the weight file (see ``findHalfViewConstants()``).
     var halfViewSlots = Set<Int>()
     /// Operand constants that are the `scale` of `constexpr_blockwise_shift_scale` or the `x` of
@@ -112,13 +114,17 @@ public final class ExecutionPlan {
         func walk(_ p: BlockPlan) {
             for st in p.steps {
                 if st.fusedStateWrite { out["state_write", default: 0] += 1 }
-                if st.inputs.first?.name == "query" && st.op.type == "matmul" { out["attention", default: 0] += 1 }
+                if AttentionFusion.isFused(st) { out["attention", default: 0] += 1 }
                 for b in st.blocks { walk(b) }
             }
         }
         walk(root)
         return out
     }
+
+    /// Every fusion candidate of the top-level block: fused (with its run-time calls and
+    /// fallbacks) or why not (see ``fusionReport()``).
+    public private(set) var fusionSites: [FusionSite] = []
 
     /// When set, time spent per op type (seconds, calls) is accumulated here.
     public var profile: [String: (seconds: Double, calls: Int)]? {
@@ -167,7 +173,7 @@ public final class ExecutionPlan {
             out += String(format: "run calls %.4f s: kernels %.4f s, outside kernels (interpreter) %.4f s = %.1f%%\n",
                           profileRunSeconds, total, outside, outside / profileRunSeconds * 100)
         }
-        return out
+        return out + fusionReport()
     }
 
     /// Builds the plan.
@@ -193,11 +199,14 @@ public final class ExecutionPlan {
             throw InterpreterError.unsupportedOps(function: function.name, ops: missing.sorted())
         }
         let protected = protectedSlots()
-        if precision == .fp32 && observing != .all {
-            AttentionFusion.apply(root, useCount: useCounts(root), protected: protected)
-        }
         if observing != .all {
-            StateUpdateFusion.apply(root, useCount: useCounts(root), protected: protected)
+            if precision == .fp32 {
+                let consts = constants
+                fusionSites += AttentionFusion.apply(root, useCount: useCounts(root), protected: protected,
+                                                     constant: { consts.indices.contains($0) ? consts[$0] : nil },
+                                                     precision: precision, int8Activations: self.int8Activations)
+            }
+            fusionSites += StateUpdateFusion.apply(root, useCount: useCounts(root), protected: protected)
         }
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
         installRowSelection(useCount: useCounts(root))
@@ -363,6 +372,10 @@ public final class ExecutionPlan {
                 slots[slot] = .state(buf)
                 continue
             }
+            if inputs[v.name] == nil, let b = boundInputs[v.name] {
+                slots[slot] = b
+                continue
+            }
             guard let t = inputs[v.name] else {
                 throw InterpreterError.missingInput(function: function.name, name: v.name, expected: "\(v.type)")
             }
@@ -488,15 +501,20 @@ public final class ExecutionPlan {
 /// fixed dims, and flexible dims against their RangeDim bounds or EnumeratedShapes values.
 public enum InputCheck {
     public static func check(_ t: Tensor, against v: Value, function: String) throws {
+        try check(dtype: t.dtype, shape: t.shape, against: v, function: function)
+    }
+
+    /// The same check for data of `dtype` and `shape` (a mapped static input, before binding).
+    public static func check(dtype: DType, shape: [Int], against v: Value, function: String) throws {
         guard let tt = v.type.tensorType else {
             throw InterpreterError.badInput(function: function, name: v.name, reason: "the function takes \(v.type), which cannot be given as a tensor")
         }
         func bad(_ r: String) -> InterpreterError { .badInput(function: function, name: v.name, reason: r) }
         let compatible: Bool
-        if tt.dtype.isFloat { compatible = t.dtype.isFloat } else if tt.dtype == .bool { compatible = t.dtype == .bool } else { compatible = t.dtype.isInteger }
-        guard compatible else { throw bad("dtype \(t.dtype.rawValue), expected \(tt.dtype.rawValue)") }
-        guard t.shape.count == tt.rank else { throw bad("shape \(t.shape) has rank \(t.shape.count), expected \(tt) (rank \(tt.rank))") }
-        for (axis, (n, d)) in zip(t.shape, tt.shape).enumerated() {
+        if tt.dtype.isFloat { compatible = dtype.isFloat } else if tt.dtype == .bool { compatible = dtype == .bool } else { compatible = dtype.isInteger }
+        guard compatible else { throw bad("dtype \(dtype.rawValue), expected \(tt.dtype.rawValue)") }
+        guard shape.count == tt.rank else { throw bad("shape \(shape) has rank \(shape.count), expected \(tt) (rank \(tt.rank))") }
+        for (axis, (n, d)) in zip(shape, tt.shape).enumerated() {
             switch d {
             case let .fixed(f):
                 guard n == f else { throw bad("dimension \(axis) is \(n), expected \(f) (shape \(tt))") }
@@ -504,7 +522,7 @@ public enum InputCheck {
                 switch sym.constraint {
                 case let .range(lo, hi):
                     guard n >= lo, hi.map({ n <= $0 }) ?? true else {
-                        throw bad("dimension \(axis) is \(n), outside \(sym) (shape \(t.shape))")
+                        throw bad("dimension \(axis) is \(n), outside \(sym) (shape \(shape))")
                     }
                 case let .enumerated(values):
                     guard values.contains(n) else { throw bad("dimension \(axis) is \(n), not one of the enumerated sizes \(values)") }

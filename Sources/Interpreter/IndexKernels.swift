@@ -27,6 +27,23 @@ enum IndexKernels {
 
     /// `v` wrapped into `0..<n` (negative counts from the end), or an error naming the axis.
     @inline(__always)
+    /// Flat offsets into `x` (`[outer, d, inner]`) of an along-axis index tensor
+    /// (`[outer, n, inner]`, row-major): `(o·d + wrap(index))·inner + q`.
+    /// - Throws: `KernelError` for an index outside `[-d, d)`.
+    static func alongAxisOffsets(_ raw: [Int32], outer: Int, n: Int, d: Int, inner: Int, op: String, axis: Int) throws -> [Int] {
+        var offsets = [Int](repeating: 0, count: raw.count)
+        var k = 0
+        for o in 0..<outer {
+            for _ in 0..<n {
+                for q in 0..<inner {
+                    offsets[k] = (o * d + (try wrap(raw[k], d, op: op, axis: axis))) * inner + q
+                    k += 1
+                }
+            }
+        }
+        return offsets
+    }
+
     static func wrap(_ v: Int32, _ n: Int, op: String, axis: Int) throws -> Int {
         let i = v < 0 ? Int(v) + n : Int(v)
         guard i >= 0, i < n else {
@@ -142,17 +159,7 @@ enum IndexKernels {
         try checkAlongAxis(x.shape, ind.shape, ax, "gather_along_axis", what: "indices")
         let d = x.shape[ax], inner = S.product(x.shape[(ax + 1)...])
         let n = ind.shape[ax], outer = S.product(x.shape[..<ax])
-        let raw = ind.ints
-        var offsets = [Int](repeating: 0, count: raw.count)
-        var k = 0
-        for o in 0..<outer {
-            for _ in 0..<n {
-                for q in 0..<inner {
-                    offsets[k] = (o * d + (try wrap(raw[k], d, op: "gather_along_axis", axis: ax))) * inner + q
-                    k += 1
-                }
-            }
-        }
+        let offsets = try alongAxisOffsets(ind.ints, outer: outer, n: n, d: d, inner: inner, op: "gather_along_axis", axis: ax)
         return [.tensor(collect(x, shape: ind.shape, inner: 1, offsets: offsets))]
     }
 
@@ -295,18 +302,8 @@ enum IndexKernels {
         let d = data.shape[ax], inner = S.product(data.shape[(ax + 1)...])
         let n = ind.shape[ax], outer = S.product(data.shape[..<ax])
         try refuseNegative(inv, ind, op: "scatter_along_axis")
-        let raw = ind.ints
-        var dst = [Int](repeating: 0, count: raw.count)
-        var k = 0
-        for o in 0..<outer {
-            for _ in 0..<n {
-                for q in 0..<inner {
-                    dst[k] = (o * d + (try wrap(raw[k], d, op: "scatter_along_axis", axis: ax))) * inner + q
-                    k += 1
-                }
-            }
-        }
-        return [.tensor(try scatterApply(data: data, updates: upd, dst: dst, src: Array(0..<raw.count), inner: 1, mode: m, op: "scatter_along_axis"))]
+        let dst = try alongAxisOffsets(ind.ints, outer: outer, n: n, d: d, inner: inner, op: "scatter_along_axis", axis: ax)
+        return [.tensor(try scatterApply(data: data, updates: upd, dst: dst, src: Array(0..<dst.count), inner: 1, mode: m, op: "scatter_along_axis"))]
     }
 
     /// `scatter_nd(data, indices, updates, mode = "add")`: updates shape

@@ -128,99 +128,121 @@ enum MatmulKernels {
         var yQuant: QuantizedTensor? = nil
         var yDense: Tensor? = nil
         if case let .quantized(q) = yValue, QuantizedGEMM.layout(q) != nil { yQuant = q } else { yDense = try yValue.dense() }
-        let yShape = yQuant?.shape ?? yDense!.shape
-        guard x.rank >= 1, yShape.count >= 1 else { throw KernelError("matmul operands must have rank ≥ 1 (x \(x.shape), y \(yShape))") }
-
-        // Logical x: [xb..., M, K]; stored transposed when tx (rank ≥ 2).
-        let xr = x.rank, yr = yShape.count
-        let xBatch = xr >= 2 ? Array(x.shape[0..<(xr - 2)]) : []
-        let m = xr == 1 ? 1 : (tx ? x.shape[xr - 1] : x.shape[xr - 2])
-        let k = xr == 1 ? x.shape[0] : (tx ? x.shape[xr - 2] : x.shape[xr - 1])
-        let xT = tx && xr >= 2
-        // Logical y: [yb..., K, N]; "NT" when stored as [N, K] (transpose_y, or rank 1).
-        let yBatch = yr >= 2 ? Array(yShape[0..<(yr - 2)]) : []
-        let yNT = yr == 1 || ty
-        let ky = yr == 1 ? yShape[0] : (ty ? yShape[yr - 1] : yShape[yr - 2])
-        let n = yr == 1 ? 1 : (ty ? yShape[yr - 2] : yShape[yr - 1])
-        guard k == ky else {
-            throw KernelError("matmul inner dimensions differ: x \(x.shape)\(tx ? "ᵀ" : ""), y \(yShape)\(ty ? "ᵀ" : "") (\(k) vs \(ky))")
-        }
-        let batch = try BatchMap([xBatch, yBatch], matrixSizes: [m * k, k * n])
-        var outShape = batch.shape
-        if xr >= 2 { outShape.append(m) }
-        if yr >= 2 { outShape.append(n) }
-        let mn = m * n
-
-        // Integer operands: exact wrapping int32 arithmetic.
+        let g = try MatmulGeometry(x: x.shape, y: yQuant?.shape ?? yDense!.shape, tx: tx, ty: ty)
         if let yd = yDense, !x.dtype.isFloat, !yd.dtype.isFloat {
-            let xs = x.ints, ys = yd.ints
-            var out = BufferPool.zeroInts(batch.count * mn)
-            for b in 0..<batch.count {
-                let off = batch.offsets(b)
-                let xo = off[0], yo = off[1], co = b * mn
-                for i in 0..<m {
-                    for j in 0..<n {
-                        var s: Int32 = 0
-                        for p in 0..<k {
-                            let xv = xs[xo + (xT ? p * m + i : i * k + p)]
-                            let yv = ys[yo + (yNT ? j * k + p : p * n + j)]
-                            s = s &+ xv &* yv
-                        }
-                        out[co + i * n + j] = s
-                    }
-                }
-            }
-            return [.tensor(Tensor(.int32, shape: outShape, ints: out))]
+            return [.tensor(Tensor(.int32, shape: g.outShape, ints: intMatmul(x.ints, yd.ints, g)))]
         }
-
-        var out = BufferPool.zeros(batch.count * mn)
-        guard !out.isEmpty else { return [.tensor(Tensor(floatDType(x.dtype), shape: outShape, floats: out))] }
-        // x as contiguous [xb..., M, K].
-        var xs = x.floats
-        if xT {
-            let mats = xs.count / max(1, m * k)
-            var t = [Float](repeating: 0, count: xs.count)
-            xs.withUnsafeBufferPointer { s in
-                t.withUnsafeMutableBufferPointer { d in
-                    for b in 0..<mats { GEMM.transpose(s.baseAddress! + b * m * k, rows: k, cols: m, ld: m, into: d.baseAddress! + b * m * k) }
-                }
-            }
-            xs = t
-        }
-        let perMatrix = mn * max(k, 1)
-        let parallelBatches = batch.count >= 2 && perMatrix / 4 < GEMM.parallelGrain
+        var out = BufferPool.zeros(g.batch.count * g.mn)
+        guard !out.isEmpty else { return [.tensor(Tensor(floatDType(x.dtype), shape: g.outShape, floats: out))] }
+        let xs = g.xT ? transposedMatrices(x.floats, m: g.m, k: g.k) : x.floats
         try withBase(xs) { xp in
             try out.withUnsafeMutableBufferPointer { op in
-                let cp = op.baseAddress!
                 if let q = yQuant {
-                    // Rank-2 weight: no y batch; each x matrix against it (x batch rows stacked when contiguous).
-                    let rows = batch.count * m
-                    if yNT {
-                        try QuantizedGEMM.nt(m: rows, a: xp, lda: k, weight: q, c: cp, ldc: n, int8Activations: inv.int8Activations)
-                    } else {
-                        try QuantizedGEMM.nn(m: rows, a: xp, lda: k, weight: q, c: cp, ldc: n)
-                    }
-                    return
-                }
-                let ys = yDense!.floats
-                withBase(ys) { yp in
-                    func one(_ b: Int, threaded: Bool) {
-                        let off = batch.offsets(b)
-                        if yNT {
-                            GEMM.nt(m: m, n: n, k: k, a: xp + off[0], lda: k, b: yp + off[1], ldb: k, c: cp + b * mn, ldc: n, threaded: threaded)
-                        } else {
-                            GEMM.nn(m: m, n: n, k: k, a: xp + off[0], lda: k, b: yp + off[1], ldb: n, c: cp + b * mn, ldc: n, threaded: threaded)
-                        }
-                    }
-                    if parallelBatches {
-                        GEMM.parallelChunks(batch.count, work: batch.count * perMatrix) { r in for b in r { one(b, threaded: false) } }
-                    } else {
-                        for b in 0..<batch.count { one(b, threaded: true) }
-                    }
+                    try quantizedMatmul(xp, q, g, op.baseAddress!, int8Activations: inv.int8Activations)
+                } else {
+                    withBase(yDense!.floats) { yp in floatMatmul(xp, yp, g, op.baseAddress!) }
                 }
             }
         }
-        return [.tensor(Tensor(floatDType(x.dtype), shape: outShape, floats: out))]
+        return [.tensor(Tensor(floatDType(x.dtype), shape: g.outShape, floats: out))]
+    }
+
+    /// The shapes of one `matmul`: logical x [xb..., M, K] (stored transposed when `xT`),
+    /// logical y [yb..., K, N] ("NT" when stored as [N, K]: transpose_y, or rank 1), the
+    /// broadcast batch and the result shape.
+    struct MatmulGeometry {
+        let m: Int, k: Int, n: Int
+        let xT: Bool, yNT: Bool
+        let batch: BatchMap
+        let outShape: [Int]
+        var mn: Int { m * n }
+
+        init(x xShape: [Int], y yShape: [Int], tx: Bool, ty: Bool) throws {
+            guard xShape.count >= 1, yShape.count >= 1 else { throw KernelError("matmul operands must have rank ≥ 1 (x \(xShape), y \(yShape))") }
+            let xr = xShape.count, yr = yShape.count
+            let xBatch = xr >= 2 ? Array(xShape[0..<(xr - 2)]) : []
+            m = xr == 1 ? 1 : (tx ? xShape[xr - 1] : xShape[xr - 2])
+            k = xr == 1 ? xShape[0] : (tx ? xShape[xr - 2] : xShape[xr - 1])
+            xT = tx && xr >= 2
+            let yBatch = yr >= 2 ? Array(yShape[0..<(yr - 2)]) : []
+            yNT = yr == 1 || ty
+            let ky = yr == 1 ? yShape[0] : (ty ? yShape[yr - 1] : yShape[yr - 2])
+            n = yr == 1 ? 1 : (ty ? yShape[yr - 2] : yShape[yr - 1])
+            guard k == ky else {
+                throw KernelError("matmul inner dimensions differ: x \(xShape)\(tx ? "ᵀ" : ""), y \(yShape)\(ty ? "ᵀ" : "") (\(k) vs \(ky))")
+            }
+            batch = try BatchMap([xBatch, yBatch], matrixSizes: [m * k, k * n])
+            var shape = batch.shape
+            if xr >= 2 { shape.append(m) }
+            if yr >= 2 { shape.append(n) }
+            outShape = shape
+        }
+    }
+
+    /// Integer operands: exact wrapping int32 arithmetic.
+    static func intMatmul(_ xs: [Int32], _ ys: [Int32], _ g: MatmulGeometry) -> [Int32] {
+        let (m, k, n, mn) = (g.m, g.k, g.n, g.mn)
+        var out = BufferPool.zeroInts(g.batch.count * mn)
+        for b in 0..<g.batch.count {
+            let off = g.batch.offsets(b)
+            let xo = off[0], yo = off[1], co = b * mn
+            for i in 0..<m {
+                for j in 0..<n {
+                    var s: Int32 = 0
+                    for p in 0..<k {
+                        let xv = xs[xo + (g.xT ? p * m + i : i * k + p)]
+                        let yv = ys[yo + (g.yNT ? j * k + p : p * n + j)]
+                        s = s &+ xv &* yv
+                    }
+                    out[co + i * n + j] = s
+                }
+            }
+        }
+        return out
+    }
+
+    /// Each stored [K, M] matrix of `xs` as a contiguous [M, K] one.
+    static func transposedMatrices(_ xs: [Float], m: Int, k: Int) -> [Float] {
+        let mats = xs.count / max(1, m * k)
+        var t = [Float](repeating: 0, count: xs.count)
+        xs.withUnsafeBufferPointer { s in
+            t.withUnsafeMutableBufferPointer { d in
+                for b in 0..<mats { GEMM.transpose(s.baseAddress! + b * m * k, rows: k, cols: m, ld: m, into: d.baseAddress! + b * m * k) }
+            }
+        }
+        return t
+    }
+
+    /// A rank-2 quantized weight: no y batch; the x matrices stacked as rows against it.
+    static func quantizedMatmul(_ xp: UnsafePointer<Float>, _ q: QuantizedTensor, _ g: MatmulGeometry,
+                                _ cp: UnsafeMutablePointer<Float>, int8Activations: Bool) throws {
+        let rows = g.batch.count * g.m
+        if g.yNT {
+            try QuantizedGEMM.nt(m: rows, a: xp, lda: g.k, weight: q, c: cp, ldc: g.n, int8Activations: int8Activations)
+        } else {
+            try QuantizedGEMM.nn(m: rows, a: xp, lda: g.k, weight: q, c: cp, ldc: g.n)
+        }
+    }
+
+    /// Dense fp32 operands: one GEMM per batch entry, batches split across cores when each
+    /// matrix is too small to split itself.
+    static func floatMatmul(_ xp: UnsafePointer<Float>, _ yp: UnsafePointer<Float>, _ g: MatmulGeometry,
+                            _ cp: UnsafeMutablePointer<Float>) {
+        let (m, k, n, mn) = (g.m, g.k, g.n, g.mn)
+        let perMatrix = mn * max(k, 1)
+        func one(_ b: Int, threaded: Bool) {
+            let off = g.batch.offsets(b)
+            if g.yNT {
+                GEMM.nt(m: m, n: n, k: k, a: xp + off[0], lda: k, b: yp + off[1], ldb: k, c: cp + b * mn, ldc: n, threaded: threaded)
+            } else {
+                GEMM.nn(m: m, n: n, k: k, a: xp + off[0], lda: k, b: yp + off[1], ldb: n, c: cp + b * mn, ldc: n, threaded: threaded)
+            }
+        }
+        if g.batch.count >= 2 && perMatrix / 4 < GEMM.parallelGrain {
+            GEMM.parallelChunks(g.batch.count, work: g.batch.count * perMatrix) { r in for b in r { one(b, threaded: false) } }
+        } else {
+            for b in 0..<g.batch.count { one(b, threaded: true) }
+        }
     }
 
     // MARK: - einsum

@@ -36,8 +36,10 @@ public enum NPY {
         }
     }
 
-    static func decode(_ bytes: UnsafeRawBufferPointer, name: String, target: DType?, allowLossy: Bool,
-                       warn: (String) -> Void) throws -> Tensor {
+    /// The parsed header of `.npy` bytes: dtype, shape, element count, the offset of the data
+    /// and its `descr`; checks that the data holds what the shape needs.
+    /// - Throws: ``NPYError`` for a bad magic, header, dtype or shape, or short data.
+    public static func header(_ bytes: UnsafeRawBufferPointer, name: String) throws -> (dtype: DType, shape: [Int], count: Int, dataOffset: Int, descr: String) {
         guard bytes.count >= 10, bytes[0] == 0x93, Array(bytes[1..<6]) == Array("NUMPY".utf8) else {
             throw NPYError(name, "not a .npy file (bad magic)")
         }
@@ -72,6 +74,13 @@ public enum NPY {
         guard need <= bytes.count - body else {
             throw NPYError(name, "data holds \(bytes.count - body) bytes, shape \(shape) of \(descr) needs \(need)")
         }
+        return (dtype, shape, n, body, descr)
+    }
+
+    static func decode(_ bytes: UnsafeRawBufferPointer, name: String, target: DType?, allowLossy: Bool,
+                       warn: (String) -> Void) throws -> Tensor {
+        let h = try header(bytes, name: name)
+        let (dtype, shape, n, body, descr) = (h.dtype, h.shape, h.count, h.dataOffset, h.descr)
         do { try MemoryBudget.check(elements: n, stride: 4, "array of shape \(shape)") } catch let e as SizeError {
             throw NPYError(name, e.reason)
         }

@@ -25,12 +25,37 @@ enum QuantizedOps {
         return [.tensor(Tensor(.fp16, shape: indices.shape + Array(shape.dropFirst()), floats: out))]
     }
 
+    /// `gather` of rows (axis 0, batch_dims 0) of an int8 table read in place (a mapped weight
+    /// or a mapped static input, ``RuntimeValue/int8Blob``): only the selected rows are read
+    /// (int8 values, held as Int32; the plan gives them the op's output dtype). Any other form
+    /// widens the table and runs the dense kernel.
+    static func gatherRows(_ inv: KernelInvocation, shape: [Int], table b: Int8Buffer, dense: Kernel) throws -> [RuntimeValue] {
+        var axis = try inv.int("axis", default: 0)
+        if axis < 0 { axis += shape.count }
+        guard axis == 0, try inv.int("batch_dims", default: 0) == 0, let rows = shape.first else {
+            return try dense(inv.replacing("x", with: .tensor(try RuntimeValue.int8Blob(shape, b).dense())))
+        }
+        let indices = try inv.tensor("indices")
+        let rowLen = shape.dropFirst().reduce(1, *)
+        var out: [Int32] = BufferPool.uninitialized(indices.count * rowLen)
+        try out.withUnsafeMutableBufferPointer { o in
+            for (k, raw) in indices.ints.enumerated() {
+                var r = Int(raw)
+                if r < 0 { r += rows }
+                guard r >= 0, r < rows else { throw KernelError("index \(raw) out of range for dimension 0 of size \(rows)") }
+                for j in 0..<rowLen { o[k * rowLen + j] = Int32(b[r * rowLen + j]) }
+            }
+        }
+        return [.tensor(Tensor(.int8, shape: indices.shape + Array(shape.dropFirst()), ints: out))]
+    }
+
     /// Wraps the dense `gather` kernel: when `x` is a ``QuantizedTensor`` (an int8 embedding
     /// table) and the gather is along axis 0 with batch_dims 0, only the selected rows are
     /// dequantized; otherwise the dense kernel runs.
     static func gatherWrapping(_ dense: @escaping Kernel) -> Kernel {
         return { inv in
             if case let .halfBlob(shape, h) = try inv.value("x") { return try gatherRows(inv, shape: shape, table: h, dense: dense) }
+            if case let .int8Blob(shape, b) = try inv.value("x") { return try gatherRows(inv, shape: shape, table: b, dense: dense) }
             guard case let .quantized(q) = try inv.value("x") else { return try dense(inv) }
             var axis = try inv.int("axis", default: 0)
             if axis < 0 { axis += q.shape.count }

@@ -155,23 +155,13 @@ enum Reduce {
         let strides = contiguousStrides(shape)
         let dims = perm.map { shape[$0] }
         let st = perm.map { strides[$0] }
-        let r = dims.count
-        var idx = [Int](repeating: 0, count: r)
+        var cursor = StridedCursor(shape: dims, a: st)
         var out: [T] = []
         out.reserveCapacity(n)
-        var off = 0
         a.withUnsafeBufferPointer { p in
             for _ in 0..<n {
-                out.append(p[off])
-                var d = r - 1
-                while d >= 0 {
-                    idx[d] += 1
-                    off += st[d]
-                    if idx[d] < dims[d] { break }
-                    off -= st[d] * dims[d]
-                    idx[d] = 0
-                    d -= 1
-                }
+                out.append(p[cursor.offsetA])
+                cursor.step()
             }
         }
         return out

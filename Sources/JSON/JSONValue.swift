@@ -92,36 +92,14 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
     /// writes them (`\n`, `\b`, `\u001f`); `ensureASCII` also escapes every scalar above
     /// 0x7E (UTF-16 surrogate pairs above 0xFFFF), as `json.dumps(ensure_ascii=True)`.
     public static func quote(_ s: String, ensureASCII: Bool = false) -> String {
-        var out = "\""
-        func hex4(_ v: UInt32) {
-            let h = String(v, radix: 16)
-            out += "\\u" + String(repeating: "0", count: max(0, 4 - h.count)) + h
-        }
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            default:
-                if u.value < 0x20 || (ensureASCII && u.value > 0x7E) {
-                    if u.value > 0xFFFF {
-                        let v = u.value - 0x10000
-                        hex4(0xD800 + (v >> 10))
-                        hex4(0xDC00 + (v & 0x3FF))
-                    } else {
-                        hex4(u.value)
-                    }
-                } else {
-                    out.unicodeScalars.append(u)
-                }
-            }
-        }
-        return out + "\""
+        "\"" + (ensureASCII ? asciiEscaper : utf8Escaper).escape(s) + "\""
     }
+
+    static let escapes: [Unicode.Scalar: String] = [
+        "\"": "\\\"", "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\u{08}": "\\b", "\u{0C}": "\\f",
+    ]
+    static let utf8Escaper = ScalarEscaper(escapes) { $0.value < 0x20 ? ScalarEscaper.unicodeEscape($0) : nil }
+    static let asciiEscaper = ScalarEscaper(escapes) { $0.value < 0x20 || $0.value > 0x7E ? ScalarEscaper.unicodeEscape($0) : nil }
 
     // MARK: - parsing
 

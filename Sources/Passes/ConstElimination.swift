@@ -16,7 +16,12 @@ public struct ConstElimination: FunctionPass {
     public static let summary = "Fold ops with constant inputs into constants (never expands compressed weights)."
     /// A result may exceed the summed size of its inputs by at most this many elements.
     public static let maxGrowthElements = 1024
+    /// Fold only ops whose outputs are all integer or bool tensors (shape arithmetic): float
+    /// results stay computed at run time, in the precision the run chooses
+    /// (`specialize_sequence` uses this so its static functions compute what the flexible one did).
+    public var integerOnly = false
     public init() {}
+    public init(integerOnly: Bool) { self.integerOnly = integerOnly }
 
     public func run(on function: Function, in model: Model) throws -> PassResult {
         var result = PassResult()
@@ -32,6 +37,7 @@ public struct ConstElimination: FunctionPass {
                     continue
                 }
                 for b in op.blocks { try fold(b) }
+                if integerOnly, !op.outputs.allSatisfy({ $0.type.tensorType.map { $0.dtype.isInteger || $0.dtype == .bool } ?? false }) { continue }
                 guard let replacement = try foldable(op, constOf: constOf) else { continue }
                 let newOps = replacement.map { Op.const($0.0.name, $0.1) }
                 for (k, (old, _)) in replacement.enumerated() {

@@ -1,4 +1,5 @@
 import GraphIR
+import Interpreter
 
 /// `fuse_dequant` (graph level, written back): every dequantization of constant data becomes
 /// the one constexpr op that expresses it, so compressed weights stay compressed in the
@@ -478,19 +479,10 @@ enum Consts {
         let srcStrides = perm.map { strides[$0] }
         // Walk the output in row-major order with an odometer over the permuted strides.
         var order = [Int](repeating: 0, count: n)
-        var idx = [Int](repeating: 0, count: outShape.count)
-        var src = 0
+        var cursor = StridedCursor(shape: outShape, a: srcStrides)
         for o in 0..<n {
-            order[o] = src
-            var k = outShape.count - 1
-            while k >= 0 {
-                idx[k] += 1
-                src += srcStrides[k]
-                if idx[k] < outShape[k] { break }
-                src -= srcStrides[k] * outShape[k]
-                idx[k] = 0
-                k -= 1
-            }
+            order[o] = cursor.offsetA
+            cursor.step()
         }
         let type = TensorType(t.dtype, fixed: outShape)
         if !t.dtype.isSubByte {

@@ -21,7 +21,7 @@ enum BenchCommand: Command {
     static let spec = CommandSpec(
         name: "bench",
         summary: "Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of an LLM (its generation contract is detected; see dump --summary).")],
+        positionals: [CommonOptions.llmModel],
         options: [
             .int("p", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test).", range: 0...Int.max),
             .int("n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test).", range: 0...Int.max),
@@ -31,6 +31,7 @@ enum BenchCommand: Command {
             CommonOptions.int8Activations,
             CommonOptions.function,
             ContractOption.option,
+            StaticInputOption.option,
             CommonOptions.threads,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),
@@ -62,43 +63,107 @@ enum BenchCommand: Command {
         }
     }
 
-    static func run(_ args: ParsedArguments) throws -> Int32 {
-        let path = args.positionals[0]
-        let p = args.int("p", default: 128)
-        let n = args.int("n", default: 128)
-        let depth = args.int("d", default: 0)
-        let reps = args.int("r", default: 3)
-        guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0") }
-        let precision = args.precision
-        let json = args.flag("json"), markdown = args.flag("markdown")
-        guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown") }
+    /// What to measure (the options of one `bench` call).
+    struct Config {
+        let path: String
+        let p: Int, n: Int, depth: Int, reps: Int
+        let precision: Precision
+        let int8Activations: Bool
+        let json: Bool, markdown: Bool
 
+        init(_ args: ParsedArguments) throws {
+            path = args.positionals[0]
+            p = args.int("p", default: 128)
+            n = args.int("n", default: 128)
+            depth = args.int("d", default: 0)
+            reps = args.int("r", default: 3)
+            guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0") }
+            precision = args.precision
+            int8Activations = args.flag("int8-activations")
+            json = args.flag("json")
+            markdown = args.flag("markdown")
+            guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown") }
+        }
+    }
+
+    /// The figures of one `bench` call.
+    struct Results {
+        var pp = Stats(samples: []), tg = Stats(samples: [])
+        var loadSeconds = 0.0
+        var contextLength = 0
+        var bandwidth = 0.0
+        var weightBytes = 0, kvBytes = 0
+        var boundTokS: Double { bandwidth > 0 ? bandwidth / Double(weightBytes + kvBytes) : 0 }
+        var fraction: Double { boundTokS > 0 ? tg.mean / boundTokS : 0 }
+        /// Resident bytes before the model was loaded (the binary and the Swift runtime).
+        var baselineRSS = 0
+        var peakRSS = 0
+        var size = 0
+        var params = 0
+        var contract = ""
+    }
+
+    /// Packages smaller than this get no peak-RSS-to-package ratio: the process's own resident
+    /// memory (binary, runtime, ~15–25 MiB) would dominate it.
+    static let minBytesForRSSRatio = 64 << 20
+
+    static func run(_ args: ParsedArguments) throws -> Int32 {
+        let cfg = try Config(args)
         let progress = isatty(2) != 0
         func say(_ s: String) { if progress { Console.err(s) } }
 
+        var res = Results()
+        res.baselineRSS = currentResidentBytes()
         let t0 = DispatchTime.now().uptimeNanoseconds
-        let model = try ModelLoader.load(path: path)
-        let generator = try ContractOption.generator(args, model: model, precision: precision)
-        let loadSeconds = seconds(since: t0)
-        let ctx = generator.contract.contextLength
-        if p > ctx {
-            throw UsageError(message: "-p \(p) exceeds the model's context length \(ctx)")
+        let model = try ModelLoader.load(path: cfg.path)
+        let generator = try ContractOption.generator(args, model: model, precision: cfg.precision)
+        res.loadSeconds = seconds(since: t0)
+        res.contextLength = generator.contract.contextLength
+        try checkFits(cfg, contextLength: res.contextLength)
+        let (depthIDs, prompt, decodeIDs) = try randomIDs(cfg, generator: generator, model: model)
+        try measure(cfg, generator: generator, depthIDs: depthIDs, prompt: prompt, decodeIDs: decodeIDs, into: &res, say: say)
+        // The bandwidth bound of decoding, measured now (same machine load as the runs above).
+        res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(threads: ProcessInfo.processInfo.activeProcessorCount) : 0
+        res.weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
+        res.kvBytes = generator.contract.liveKVBytes(in: model, live: cfg.p + cfg.n / 2)
+        res.peakRSS = peakResidentBytes()
+        res.size = packageBytes(cfg.path)
+        res.params = ModelSummary(model).parameterCount
+        res.contract = generator.contract.recipeName
+        if cfg.json {
+            Console.out(jsonReport(cfg, res).render(pretty: true) + "\n")
+        } else {
+            Console.out(textReport(cfg, res))
         }
-        if depth + p + n > ctx {
-            throw UsageError(message: "-d \(depth) + -p \(p) + -n \(n) = \(depth + p + n) tokens exceed the model's context length \(ctx) (decode runs after the prefill)")
-        }
+        return ExitCode.ok
+    }
 
-        // Random ids below the vocabulary size (from the logits type, else from one probe call).
+    static func checkFits(_ cfg: Config, contextLength ctx: Int) throws {
+        if cfg.p > ctx {
+            throw UsageError(message: "-p \(cfg.p) exceeds the model's context length \(ctx)")
+        }
+        if cfg.depth + cfg.p + cfg.n > ctx {
+            throw UsageError(message: "-d \(cfg.depth) + -p \(cfg.p) + -n \(cfg.n) = \(cfg.depth + cfg.p + cfg.n) tokens exceed the model's context length \(ctx) (decode runs after the prefill)")
+        }
+    }
+
+    /// Random ids below the vocabulary size (from the logits type, else from one probe call),
+    /// fixed seed: (depth prefill, prompt, decode ids).
+    static func randomIDs(_ cfg: Config, generator: Generator, model: Model) throws -> ([Int32], [Int32], [Int32]) {
         var vocab = generator.contract.vocabularySize(in: model)
         if vocab == nil {
             generator.reset()
             vocab = try generator.prefill([0]).count
         }
         var rng = SplitMix64(seed: 0x5EED_F0A6_E1B3)
-        let ids = (0..<(p + n)).map { _ in Int32(truncatingIfNeeded: rng.next() % UInt64(max(vocab ?? 1, 1))) }
-        let prompt = Array(ids[0..<p]), decodeIDs = Array(ids[p...])
-        let depthIDs = (0..<depth).map { _ in Int32(truncatingIfNeeded: rng.next() % UInt64(max(vocab ?? 1, 1))) }
+        let ids = (0..<(cfg.p + cfg.n)).map { _ in Int32(truncatingIfNeeded: rng.next() % UInt64(max(vocab ?? 1, 1))) }
+        let depthIDs = (0..<cfg.depth).map { _ in Int32(truncatingIfNeeded: rng.next() % UInt64(max(vocab ?? 1, 1))) }
+        return (depthIDs, Array(ids[0..<cfg.p]), Array(ids[cfg.p...]))
+    }
 
+    /// One warm-up repetition, then `cfg.reps` timed ones (tokens/s samples into `res`).
+    static func measure(_ cfg: Config, generator: Generator, depthIDs: [Int32], prompt: [Int32], decodeIDs: [Int32],
+                        into res: inout Results, say: (String) -> Void) throws {
         /// One repetition: (prefill seconds, decode seconds).
         func repetition(decodeCount: Int) throws -> (Double, Double) {
             generator.reset()
@@ -110,84 +175,94 @@ enum BenchCommand: Command {
             for id in decodeIDs.prefix(decodeCount) { _ = try generator.prefill([id]) }
             return (pre, seconds(since: t))
         }
-
+        let (p, n) = (cfg.p, cfg.n)
         say("warm-up (pp\(p) + tg\(min(n, 16)))…\n")
         _ = try repetition(decodeCount: min(n, 16))
-        var pp = Stats(samples: []), tg = Stats(samples: [])
-        for r in 0..<reps {
+        for r in 0..<cfg.reps {
             let (pre, dec) = try repetition(decodeCount: n)
-            if p > 0 { pp.samples.append(Double(p) / pre) }
-            if n > 0 { tg.samples.append(Double(n) / dec) }
-            var line = "repetition \(r + 1)/\(reps):"
-            if p > 0 { line += String(format: " pp%d %.2f t/s", p, pp.samples.last!) }
-            if n > 0 { line += String(format: " tg%d %.2f t/s", n, tg.samples.last!) }
+            if p > 0 { res.pp.samples.append(Double(p) / pre) }
+            if n > 0 { res.tg.samples.append(Double(n) / dec) }
+            var line = "repetition \(r + 1)/\(cfg.reps):"
+            if p > 0 { line += String(format: " pp%d %.2f t/s", p, res.pp.samples.last!) }
+            if n > 0 { line += String(format: " tg%d %.2f t/s", n, res.tg.samples.last!) }
             say(line + "\n")
         }
-        // The bandwidth bound of decoding, measured now (same machine load as the runs above).
-        let bandwidth = n > 0 ? DecodeBound.measureReadBandwidth(threads: ProcessInfo.processInfo.activeProcessorCount) : 0
-        let weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
-        let kvBytes = generator.contract.liveKVBytes(in: model, live: p + n / 2)
-        let boundTokS = bandwidth > 0 ? bandwidth / Double(weightBytes + kvBytes) : 0
-        let fraction = boundTokS > 0 ? tg.mean / boundTokS : 0
-        let peak = peakResidentBytes()
-        let size = packageBytes(path)
-        let params = ModelSummary(model).parameterCount
-        let threads = GEMM.cores
-        let name = URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+    }
 
-        if json {
-            func stat(_ s: Stats, _ on: Bool) -> (JSONValue, JSONValue, JSONValue) {
-                on ? (.double(s.mean), .double(s.sd), .array(s.samples.map { .double($0) })) : (.null, .null, .array([]))
-            }
-            let (ppm, ppsd, pps) = stat(pp, p > 0), (tgm, tgsd, tgs) = stat(tg, n > 0)
-            let obj: [String: JSONValue] = [
-                "engine": .string("forge-ir"),
-                "model": .string(path),
-                "model_name": .string(name),
-                "model_size_bytes": .int(size),
-                "params": .int(params),
-                "precision": .string(precision.rawValue),
-                "threads": .int(threads),
-                "context_length": .int(ctx),
-                "n_prompt": .int(p),
-                "n_gen": .int(n),
-                "n_depth": .int(depth),
-                "int8_activations": .bool(args.flag("int8-activations")),
-                "simd_level": .int(KernelISA.level),
-                "kernel_isa": .object(KernelISA.report().mapValues { .string($0) }),
-                "repetitions": .int(reps),
-                "prefill_tok_s": ppm, "prefill_tok_s_sd": ppsd, "prefill_samples_tok_s": pps,
-                "decode_tok_s": tgm, "decode_tok_s_sd": tgsd, "decode_samples_tok_s": tgs,
-                "peak_rss_bytes": .int(peak),
-                "load_seconds": .double(loadSeconds),
-                "contract": .string(generator.contract.recipeName),
-                "read_bandwidth_bytes_s": .double(bandwidth),
-                "decode_weight_bytes_per_token": .int(weightBytes),
-                "decode_kv_bytes_per_token": .int(kvBytes),
-                "decode_bound_tok_s": .double(boundTokS),
-                "decode_fraction_of_bound": .double(fraction),
-            ]
-            Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
-            return ExitCode.ok
+    /// Peak RSS over the package size, or nil for a package too small for the ratio to mean
+    /// anything (see ``minBytesForRSSRatio``).
+    static func rssRatio(_ res: Results) -> Double? {
+        res.size >= minBytesForRSSRatio ? Double(res.peakRSS) / Double(res.size) : nil
+    }
+
+    static func jsonReport(_ cfg: Config, _ res: Results) -> JSONValue {
+        func stat(_ s: Stats, _ on: Bool) -> (JSONValue, JSONValue, JSONValue) {
+            on ? (.double(s.mean), .double(s.sd), .array(s.samples.map { .double($0) })) : (.null, .null, .array([]))
         }
+        let (ppm, ppsd, pps) = stat(res.pp, cfg.p > 0), (tgm, tgsd, tgs) = stat(res.tg, cfg.n > 0)
+        let obj: [String: JSONValue] = [
+            "engine": .string("forge-ir"),
+            "model": .string(cfg.path),
+            "model_name": .string(modelName(cfg.path)),
+            "model_size_bytes": .int(res.size),
+            "params": .int(res.params),
+            "precision": .string(cfg.precision.rawValue),
+            "threads": .int(GEMM.cores),
+            "context_length": .int(res.contextLength),
+            "n_prompt": .int(cfg.p),
+            "n_gen": .int(cfg.n),
+            "n_depth": .int(cfg.depth),
+            "int8_activations": .bool(cfg.int8Activations),
+            "simd_level": .int(KernelISA.level),
+            "kernel_isa": .object(KernelISA.report().mapValues { .string($0) }),
+            "repetitions": .int(cfg.reps),
+            "prefill_tok_s": ppm, "prefill_tok_s_sd": ppsd, "prefill_samples_tok_s": pps,
+            "decode_tok_s": tgm, "decode_tok_s_sd": tgsd, "decode_samples_tok_s": tgs,
+            "peak_rss_bytes": .int(res.peakRSS),
+            "baseline_rss_bytes": .int(res.baselineRSS),
+            "peak_rss_to_package": rssRatio(res).map { .double($0) } ?? .null,
+            "load_seconds": .double(res.loadSeconds),
+            "contract": .string(res.contract),
+            "read_bandwidth_bytes_s": .double(res.bandwidth),
+            "decode_weight_bytes_per_token": .int(res.weightBytes),
+            "decode_kv_bytes_per_token": .int(res.kvBytes),
+            "decode_bound_tok_s": .double(res.boundTokS),
+            "decode_fraction_of_bound": .double(res.fraction),
+        ]
+        return .object(obj)
+    }
 
+    static func textReport(_ cfg: Config, _ res: Results) -> String {
         let header = ["model", "size", "params", "backend", "threads", "test", "t/s"]
         let rightAligned: Set<Int> = [1, 2, 4, 5, 6]
         var rows: [[String]] = []
-        let common = [name, String(format: "%.2f MiB", Double(size) / 1_048_576), humanCount(params),
-                      "CPU \(precision.rawValue)\(args.flag("int8-activations") ? " int8-act" : "")", String(threads)]
-        let at = depth > 0 ? " @ d\(depth)" : ""
-        if p > 0 { rows.append(common + ["pp\(p)\(at)", String(format: "%.2f ± %.2f", pp.mean, pp.sd)]) }
-        if n > 0 { rows.append(common + ["tg\(n)\(at)", String(format: "%.2f ± %.2f", tg.mean, tg.sd)]) }
-        Console.out(table(header: header, rows: rows, rightAligned: rightAligned, markdown: markdown))
-        Console.out("\n\(reps) repetition\(reps == 1 ? "" : "s") after one warm-up · " + String(format: "peak RSS %.1f MiB (%.2f× the package) · load %.2f s\n",
-                           Double(peak) / 1_048_576, Double(peak) / Double(max(size, 1)), loadSeconds))
-        if n > 0 {
-            Console.out("contract: \(generator.contract.recipeName) · " + String(format: "decode bound: %.2f GB/s read ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
-                               bandwidth / 1e9, Double(weightBytes) / 1e6, Double(kvBytes) / 1e6,
-                               boundTokS, n, fraction * 100))
+        let common = [modelName(cfg.path), String(format: "%.2f MiB", Double(res.size) / 1_048_576), humanCount(res.params),
+                      "CPU \(cfg.precision.rawValue)\(cfg.int8Activations ? " int8-act" : "")", String(GEMM.cores)]
+        let at = cfg.depth > 0 ? " @ d\(cfg.depth)" : ""
+        if cfg.p > 0 { rows.append(common + ["pp\(cfg.p)\(at)", String(format: "%.2f ± %.2f", res.pp.mean, res.pp.sd)]) }
+        if cfg.n > 0 { rows.append(common + ["tg\(cfg.n)\(at)", String(format: "%.2f ± %.2f", res.tg.mean, res.tg.sd)]) }
+        var out = table(header: header, rows: rows, rightAligned: rightAligned, markdown: cfg.markdown)
+        let mib = { (b: Int) in String(format: "%.1f MiB", Double(b) / 1_048_576) }
+        let ratio = rssRatio(res).map { String(format: "%.2f× the package", $0) }
+            ?? "\(mib(res.peakRSS - res.baselineRSS)) above the \(mib(res.baselineRSS)) before loading; no ratio for a package under \(minBytesForRSSRatio >> 20) MiB"
+        out += "\n\(cfg.reps) repetition\(cfg.reps == 1 ? "" : "s") after one warm-up · peak RSS \(mib(res.peakRSS)) (\(ratio)) · "
+            + String(format: "load %.2f s\n", res.loadSeconds)
+        if cfg.n > 0 {
+            out += "contract: \(res.contract) · " + String(format: "decode bound: %.2f GB/s read ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
+                                                         res.bandwidth / 1e9, Double(res.weightBytes) / 1e6, Double(res.kvBytes) / 1e6,
+                                                         res.boundTokS, cfg.n, res.fraction * 100)
         }
-        return ExitCode.ok
+        return out
+    }
+
+    static func modelName(_ path: String) -> String { URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent }
+
+    /// Resident bytes of this process now (`/proc/self/statm`; 0 where it does not exist).
+    static func currentResidentBytes() -> Int {
+        guard let s = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = s.split(separator: " ")
+        guard fields.count >= 2, let pages = Int(fields[1]) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
     static func seconds(since t: UInt64) -> Double { Double(DispatchTime.now().uptimeNanoseconds - t) / 1e9 }

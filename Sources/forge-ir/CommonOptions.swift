@@ -4,6 +4,10 @@ import GraphIR
 /// Options several verbs share, declared once; `main` applies `--threads` and `--max-memory`
 /// before the verb runs.
 enum CommonOptions {
+    /// The model a verb reads (every loader form).
+    static let model = PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")
+    /// The model of the LLM verbs (`generate`, `bench`).
+    static let llmModel = PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc of an LLM (its generation contract is detected; see dump --summary).")
     static let precision = OptionSpec.choice("precision", ["fp32", "fp16"],
         "fp32: Core ML CPU numerics (default); fp16: round every fp16 op output like GPU/ANE.")
     static let threads = OptionSpec.int("threads", "Threads for the kernels (default: the CPUs this process may use; 1 = no pool).",

@@ -15,16 +15,19 @@ enum ContractOption {
         return try GenerationContract.detect(model: model, function: args.value("function"))
     }
 
-    /// A generator on `model` through its contract, refusing contracts with static inputs
-    /// (the CLI cannot bind them yet).
+    /// A generator on `model` through its contract, its static inputs bound (`--static-input`
+    /// over the contract file's `static_inputs` files, each mapped once) and its provider added.
+    /// - Throws: `GenerationError` for a static input nothing feeds (naming it, its dtype and
+    ///   shape), `NPYError` for a file that cannot be mapped, `InterpreterError.badInput` when a
+    ///   file's dtype or shape does not fit its input.
     static func generator(_ args: ParsedArguments, model: Model, precision: Precision) throws -> Generator {
         let c = try contract(args, model: model)
-        if let name = c.staticInputs.first, let f = model.program.function(named: c.decodeFunction),
-           let v = f.inputs.first(where: { $0.name == name }) {
-            throw InterpreterError.unsupported("function '\(f.name)' also takes input '\(v.name)' (\(v.type)), a table to bind once; bind it with forge-ir's library API (Generator.boundInputs)")
-        }
         let session = try Session(model: model, function: c.decodeFunction, precision: precision,
                                   int8Activations: args.flag("int8-activations"))
-        return try Generator(session: session, contract: c)
+        let g = try Generator(session: session, contract: c)
+        for (name, array) in try StaticInputOption.arrays(args, contract: c) { try g.bind(name, to: array) }
+        if let p = c.provider { try g.add(TableRowProvider(p)) }
+        if let (f, v) = g.unfedStaticInputs.first { throw StaticInputOption.missing(v, function: f) }
+        return g
     }
 }

@@ -18,7 +18,7 @@ enum DiagnoseCommand: Command {
     static let spec = CommandSpec(
         name: "diagnose",
         summary: "Find why a model fails at some sequence length (shapes, states, flexible shapes, fp16).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             .intList("seq", value: "n,n,…", "Sequence lengths to check (default: 1, the RangeDim bounds and default, every enumerated size).", range: 0...Int.max),
             .option("function", value: "name", "Only this function (default: every function)."),
@@ -29,6 +29,7 @@ enum DiagnoseCommand: Command {
             CommonOptions.threads,
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
             ContractOption.option,
+            StaticInputOption.option,
             .flag("json", "Machine-readable findings (schema in the README)."),
             CommonOptions.maxMemory,
         ],
@@ -65,6 +66,7 @@ enum DiagnoseCommand: Command {
             request.inputsPath = npz
         }
         var d = Diagnoser.diagnose(model, options: DiagnoseOptions(seq: seq, functions: functions))
+        d.findings += try StaticInputOption.findings(args, model: model, functions: functions)
         if request.fp16 || request.dynamic {
             var names = functions ?? model.program.functions.map(\.name)
             if request.inputs != nil, functions == nil { names = [model.defaultFunctionName] }

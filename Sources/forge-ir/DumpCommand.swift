@@ -6,7 +6,7 @@ enum DumpCommand: Command {
     static let spec = CommandSpec(
         name: "dump",
         summary: "Print a model's description and MIL text (or a summary, or JSON).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             .option("function", value: "name", "Only this function (default: every function)."),
             .flag("summary", "Op counts, parameters per dtype, state bytes and the generation contract instead of MIL text."),

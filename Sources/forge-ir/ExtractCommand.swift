@@ -7,7 +7,7 @@ enum ExtractCommand: Command {
     static let spec = CommandSpec(
         name: "extract",
         summary: "Write the subgraph between named values as a new package (coremltools' extract_submodel).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             .option("from", value: "v1,v2", "Values that become the inputs (default: the function's own inputs)."),
             .option("to", value: "w1,w2", "Values that become the outputs (required)."),

@@ -13,7 +13,7 @@ enum OptimizeCommand: Command {
     static let spec = CommandSpec(
         name: "optimize",
         summary: "Run passes over a model and write the result as an .mlpackage (atomically).",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             .option("o", value: "out.mlpackage", "Where to write the optimized package (required)."),
             .option("pipeline", value: "name", "default | cleanup | empty (default: default; after --passes: none; after --fix: cleanup)."),

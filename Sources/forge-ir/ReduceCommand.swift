@@ -10,7 +10,7 @@ enum ReduceCommand: Command {
     static let spec = CommandSpec(
         name: "reduce",
         summary: "Bisect over op order to the smallest prefix/slice whose extracted package still fails a check command.",
-        positionals: [PositionalSpec(name: "model", help: ".mlpackage folder or .mlmodel file (ML Program).")],
+        positionals: [CommonOptions.model],
         options: [
             .option("check", value: "cmd {model}", "Shell command run on each candidate ({model} = its path); non-zero exit = still fails (required)."),
             .option("o", value: "out.mlpackage", "Write the smallest failing package here."),

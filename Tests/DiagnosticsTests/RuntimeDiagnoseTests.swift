@@ -72,7 +72,7 @@ final class RuntimeDiagnoseTests: XCTestCase {
         XCTAssertNotNil(PassRegistry.pass(named: "fp16_safe_rms_norm"))
         XCTAssertEqual(finding.binding, ["input_ids_1": 16])
         XCTAssertTrue(finding.message.contains("RMSNorm 1 of 1"), finding.message)
-        XCTAssertTrue(finding.shapes.contains { $0.name == "x" && $0.shape == "[1, 16, 8]" }, "\(finding.shapes)")
+        XCTAssertTrue(finding.shapes.contains { $0.name == "x" && $0.dims == [.fixed(1), .fixed(16), .fixed(8)] && $0.text == "x tensor<fp16, [1, 16, 8]>" }, "\(finding.shapes.map(\.text))")
         // JSON: the fix is available, the run is listed.
         var all = d
         all.add(run, findings: findings)

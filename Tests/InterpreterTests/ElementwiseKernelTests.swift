@@ -77,6 +77,31 @@ final class ElementwiseKernelTests: XCTestCase {
         XCTAssertEqual(FastExp.map(v) { FastExp.exp8($0) }, v.map { FastExp.exp($0) })
     }
 
+    /// The vectorized gelu EXACT against Double-precision `0.5·x·(1 + erf(x/√2))` (libm): error
+    /// ≤ 4e-7·max(|x|, 1) in absolute terms, and on the negative tail (1 + erf computed as erfc,
+    /// no cancellation; `1 + Float(erf)` is all cancellation below x ≈ −5.5) relative error
+    /// ≤ 3e-7·(1 + x²) (the rounding of x²/2 in e^{−x²/2}), down to x = −12.
+    func testGeluExactAccuracy() {
+        var worstAbs = 0.0, worstTail = 0.0
+        var x: Float = -12
+        while x < 12 {
+            let got = Double(FastExp.geluExact8(SIMD8(repeating: x))[0])
+            let want = 0.5 * Double(x) * Foundation.erfc(-Double(x) / 2.0.squareRoot())
+            worstAbs = max(worstAbs, abs(got - want) / max(1, abs(Double(x))))
+            if x < -1 && abs(want) > 1e-30 { worstTail = max(worstTail, abs(got - want) / abs(want) / (1 + Double(x * x))) }
+            x += 0.000_917
+        }
+        XCTAssertLessThanOrEqual(worstAbs, 4e-7)
+        XCTAssertLessThanOrEqual(worstTail, 3e-7)
+        let g = FastExp.geluExact8(SIMD8(.nan, .infinity, 0, -0.0, 1, -1, 100, -100))
+        XCTAssertTrue(g[0].isNaN)
+        XCTAssertEqual(g[1], .infinity)
+        XCTAssertEqual(g[2], 0)
+        XCTAssertEqual(g[6], 100)
+        XCTAssertEqual(g[7], 0)
+        XCTAssertEqual(Double(g[4]), 0.5 * (1 + Foundation.erf(1 / 2.0.squareRoot())), accuracy: 1e-7)
+    }
+
     // MARK: - broadcasting
 
     func testBroadcastShapes() throws {

@@ -33,6 +33,7 @@ final class CatalogueTests: XCTestCase {
         "cat_rank0_expand_dims": "rank0_expand_dims_swap",
         "state_output_alias": "state_output_alias",
         "enumerated_stateful": "enumerated_shapes_with_state",
+        "cat_unsupported_op": "unsupported_op",
     ]
 
     func testEachCatalogueFixtureReportsExactlyItsFinding() throws {
@@ -46,12 +47,20 @@ final class CatalogueTests: XCTestCase {
             let f = try XCTUnwrap(d.findings.first { $0.code == code })
             XCTAssertEqual(f.fixPass, p.fixPass, name)
         }
-        // Every pattern has a fixture here (the code is the table's) but `unsupported_op`: every
-        // op of the table now has a kernel (OpCoverageTests), so no valid model triggers it; its
-        // former fixture (an upsample_nearest_neighbor) now diagnoses clean, as run runs it.
-        XCTAssertEqual(Set(Self.expected.values).union(["unsupported_op"]), Set(Catalogue.patterns.map(\.code)))
-        let formerlyUnsupported = Diagnoser.diagnose(try load("cat_unsupported_op"))
-        XCTAssertFalse(formerlyUnsupported.findings.contains { $0.code == "unsupported_op" })
+        // Every pattern has a fixture here (the code is the table's).
+        XCTAssertEqual(Set(Self.expected.values), Set(Catalogue.patterns.map(\.code)))
+    }
+
+    /// `unsupported_op` (a coremltools "torch" dialect op edited into the spec,
+    /// tools/make_diag_fixtures.py): diagnose and run name the same op.
+    func testUnsupportedOpDiagnoseAndRunAgree() throws {
+        let model = try load("cat_unsupported_op")
+        let f = try XCTUnwrap(Diagnoser.diagnose(model).findings.first { $0.code == "unsupported_op" })
+        XCTAssertEqual(f.op?.type, "torch_upsample_nearest_neighbor")
+        XCTAssertEqual(f.op?.name, "up")
+        XCTAssertThrowsError(try Session(model: model).predict(["x": Tensor(.fp16, shape: [1, 1, 4, 4], floats: Array(repeating: 1, count: 16))])) { e in
+            XCTAssertTrue("\(e)".contains("torch_upsample_nearest_neighbor"), "\(e)")
+        }
     }
 
     func testCatalogueDetailsOnTheFixtures() throws {

@@ -120,13 +120,14 @@ final class DiagnoseTests: XCTestCase {
     func testDynamicEndReportsTheRunTimeEndStateWrite() throws {
         let d = Diagnoser.diagnose(try load("tiny_llama_dynamic_end.mlpackage"))
         XCTAssertEqual(significant(d), Array(repeating: "state_write_runtime_end", count: 4))
-        let f = d.findings[0]
-        XCTAssertEqual(f.severity, .error)
+        let f = try XCTUnwrap(d.findings.first { $0.code == "state_write_runtime_end" })
+        // A warning: Apple's Llama 3.1 recipe runs such writes on the GPU (Catalogue).
+        XCTAssertEqual(f.severity, .warning)
         XCTAssertEqual(f.op?.type, "slice_update")
         XCTAssertEqual(f.op?.name, "key_cache_0_internal_tensor_assign_1_cast_fp16")
         XCTAssertEqual(f.fixPass, "lower_slice_update")
         XCTAssertTrue(f.message.contains("cache_offset[0] + input_ids_1"), f.message)
-        XCTAssertEqual(d.errorCount, 4)
+        XCTAssertEqual(d.warningCount - d.findings.filter { $0.severity == .warning && $0.code != "state_write_runtime_end" }.count, 4)
     }
 
     func testLowerSliceUpdateClearsTheFinding() throws {
@@ -251,7 +252,8 @@ final class DiagnoseTests: XCTestCase {
         let d = Diagnoser.diagnose(try load("tiny_llama_dynamic_end.mlpackage"))
         let j = d.json(modelPath: "m")
         XCTAssertEqual(j["schema"]?.intValue, 1)
-        XCTAssertEqual(j["summary"]?["errors"]?.intValue, 4)
+        XCTAssertEqual(j["summary"]?["errors"]?.intValue, d.errorCount)
+        XCTAssertEqual(j["summary"]?["warnings"]?.intValue, d.warningCount)
         let f = try XCTUnwrap(j["findings"]?.arrayValue?.first)
         for key in ["severity", "code", "function", "op", "binding", "bindings", "shapes", "message", "fix"] {
             XCTAssertNotNil(f[key], key)

@@ -3,6 +3,12 @@
 extension OpDefs {
     static func declareIndexing(_ b: inout OpTableBuilder) {
         b.family = .indexing
+        declareGatherScatter(&b)
+        declareIndexProducers(&b)
+    }
+
+    /// `gather*` and `scatter*`: reads and writes at index tensors.
+    static func declareGatherScatter(_ b: inout OpTableBuilder) {
         b.add(OpSchema("gather", [x(), req("indices", .integer), opt("axis", .integer), opt("batch_dims", .integer), opt("validate_indices", .bool)],
                      compressedInputs: ["x"], halfViewInputs: ["x"])) { ctx in
             let x = try ctx.tensor("x")
@@ -61,6 +67,10 @@ extension OpDefs {
             return [.tensor(d)]
         }
         b.add(OpSchema("scatter_nd", [req("data"), req("indices", .integer), req("updates"), opt("mode", .string), opt("validate_indices", .bool)])) { ctx in [.tensor(try ctx.tensor("data"))] }
+    }
+
+    /// Ops that make or select index tensors: `range_1d`, `shape`, `select`, `fill`, `band_part`, `cumsum`, `topk`, `argsort`, `one_hot`, `non_zero`, `non_maximum_suppression`.
+    static func declareIndexProducers(_ b: inout OpTableBuilder) {
         b.add(OpSchema("range_1d", [req("end", .numeric), req("start", .numeric), req("step", .numeric)])) { ctx in
             let e = try ctx.tensor("end")
             guard let end = ctx.elements("end")?.first, let start = ctx.elements("start")?.first, let step = ctx.elements("step")?.first else {
@@ -122,7 +132,6 @@ extension OpDefs {
         b.add(OpSchema("non_maximum_suppression", [req("boxes", .float), req("scores", .float), req("max_boxes", .integer),
                                                  opt("iou_threshold", .float), opt("score_threshold", .float), opt("per_class_suppression", .bool)]),
               declaredTypeOnly: "output count depends on the data")
-
     }
 
     /// `scatter` and `scatter_along_axis` take the same inputs.

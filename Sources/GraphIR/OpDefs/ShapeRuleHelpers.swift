@@ -3,7 +3,10 @@
 /// `slice_update`.
 extension OpDefs {
     static func t(_ dtype: DType, _ shape: [DimExpr]) -> SymType { .tensor(SymTensor(dtype, shape)) }
-    static func text(_ s: [DimExpr]) -> String { describeShape(s) }
+    /// A shape named by an issue (prints as ``describeShape``).
+    static func text(_ s: [DimExpr]) -> IssueShape { IssueShape(shape: s) }
+    /// The contents of a small integer operand named by an issue (slice bounds, reshape targets).
+    static func value(_ v: [DimExpr]) -> IssueShape { IssueShape(value: v) }
 
     /// Elementwise integer arithmetic on tracked values (with scalar broadcasting).
     static func combine(_ a: SymValue, _ b: SymValue, op: String, _ f: (DimExpr, DimExpr) -> DimExpr) -> SymValue? {
@@ -54,13 +57,13 @@ extension OpDefs {
         for e in elems {
             if let c = e.constant, !lim.contains(c) {
                 throw ctx.fail(.castOverflow, "value \(c) does not fit \(dt.rawValue) (\(lim.lowerBound)...\(lim.upperBound)); it wraps",
-                               [("x", v.description)])
+                               [("x", value(v.elements(limit: 64) ?? elems))])
             }
         }
     }
 
     /// Index values against a dimension: a constant index or a range window that leaves it.
-    static func checkIndices(_ ctx: inout OpContext, _ name: String, dim: DimExpr, axis: Int, _ shapes: [(String, String)]) throws {
+    static func checkIndices(_ ctx: inout OpContext, _ name: String, dim: DimExpr, axis: Int, _ shapes: [(String, IssueShape)]) throws {
         guard let v = ctx.value(name), let d = dim.constant else { return }
         switch v {
         case let .range(start, step, count):
@@ -100,7 +103,7 @@ extension OpDefs {
             }
             return Slice(shape: shape, begins: [], sizes: [], strides: [])
         }
-        let sh = [("x", text(xs)), ("begin", text(begin)), ("end", text(end))]
+        let sh = [("x", text(xs)), ("begin", value(begin)), ("end", value(end))]
         guard begin.count == r, end.count == r else {
             throw ctx.fail(write ? .sliceUpdateRank : .shapeError, "begin/end have \(begin.count)/\(end.count) entries for rank \(r)", sh)
         }

@@ -4,6 +4,15 @@
 extension OpDefs {
     static func declareTransforms(_ b: inout OpTableBuilder) {
         b.family = .transform
+        declareReshapes(&b)
+        declareAxisMoves(&b)
+        declareSlices(&b)
+        declareJoinsAndSplits(&b)
+        declareSpaceMoves(&b)
+    }
+
+    /// `reshape`, `reshape_like`: the elements stay in order, the shape changes.
+    static func declareReshapes(_ b: inout OpTableBuilder) {
         b.add(OpSchema("reshape", [x(), req("shape", .integer)])) { ctx in
             let x = try ctx.tensor("x")
             let xs = try ctx.shape("x")
@@ -23,14 +32,14 @@ extension OpDefs {
             var inferAt: Int?
             for (i, d) in target.enumerated() {
                 if d.constant == -1 {
-                    guard inferAt == nil else { throw ctx.fail(.shapeError, "reshape shape has more than one -1", [("x", text(xs)), ("shape", text(target))]) }
+                    guard inferAt == nil else { throw ctx.fail(.shapeError, "reshape shape has more than one -1", [("x", text(xs)), ("shape", value(target))]) }
                     inferAt = i; out.append(1)
                 } else if d.constant == 0 {
-                    guard i < xs.count else { throw ctx.fail(.shapeError, "reshape shape[\(i)] = 0 copies an axis x does not have", [("x", text(xs)), ("shape", text(target))]) }
+                    guard i < xs.count else { throw ctx.fail(.shapeError, "reshape shape[\(i)] = 0 copies an axis x does not have", [("x", text(xs)), ("shape", value(target))]) }
                     out.append(xs[i])
                 } else { out.append(d) }
             }
-            let sh = [("x", text(xs)), ("shape", text(target))]
+            let sh = [("x", text(xs)), ("shape", value(target))]
             let known = out.reduce(DimExpr(1), *)
             if let i = inferAt {
                 if let k = known.constant, k == 0 { throw ctx.fail(.zeroDimension, "reshape with -1 and a zero-sized dimension", sh) }
@@ -51,6 +60,10 @@ extension OpDefs {
         b.add(OpSchema("reshape_like", [x(), InputSpec("ref_tensors", variadic: true), InputSpec("begins", .integer, variadic: true),
                                        InputSpec("ends", .integer, variadic: true), InputSpec("end_masks", .bool, variadic: true)]),
               declaredTypeOnly: "no symbolic rule yet: the declared type is used")
+    }
+
+    /// `transpose`, `expand_dims`, `squeeze`, `flatten2d`, `reverse`: axes move, appear or go.
+    static func declareAxisMoves(_ b: inout OpTableBuilder) {
         b.add(OpSchema("transpose", [x(), req("perm", .integer)])) { ctx in
             let x = try ctx.tensor("x")
             let xs = try ctx.shape("x")
@@ -110,6 +123,10 @@ extension OpDefs {
             return [t(x.dtype, [xs[..<axis].reduce(DimExpr(1), *), xs[axis...].reduce(DimExpr(1), *)])]
         }
         b.add(OpSchema("reverse", [x(), opt("axes", .integer)]), rule: sameAsX)
+    }
+
+    /// `slice_by_index`, `slice_by_size`: a strided window of x.
+    static func declareSlices(_ b: inout OpTableBuilder) {
         b.add(OpSchema("slice_by_index", [x(), req("begin", .integer), req("end", .integer), opt("stride", .integer),
                                         opt("begin_mask", .bool), opt("end_mask", .bool), opt("squeeze_mask", .bool)])) { ctx in
             let x = try ctx.tensor("x")
@@ -138,6 +155,10 @@ extension OpDefs {
             }
             return [t(x.dtype, out)]
         }
+    }
+
+    /// `concat`, `stack`, `split`, `tile`, `pad`.
+    static func declareJoinsAndSplits(_ b: inout OpTableBuilder) {
         b.add(OpSchema("concat", [InputSpec("values", variadic: true), req("axis", .integer), opt("interleave", .bool)])) { ctx in
             let ts = try ctx.variadicTensors("values")
             guard let first = ts.first, var s0 = first.shape else { throw Unsupported() }
@@ -175,7 +196,7 @@ extension OpDefs {
             let ts = try ctx.variadicTensors("values")
             guard let first = ts.first, let s0 = first.shape, let axisRaw = ctx.constInt("axis") else { throw Unsupported() }
             let axis = try ctx.normalizeAxis(axisRaw, rank: s0.count + 1)
-            let sh = ts.enumerated().map { ("values[\($0.offset)]", describeShape($0.element.shape)) }
+            let sh = ts.enumerated().map { ("values[\($0.offset)]", IssueShape(shape: $0.element.shape)) }
             for t in ts {
                 guard let s = t.shape, s.count == s0.count else { throw ctx.fail(.shapeError, "stack of tensors of different ranks", sh) }
                 for i in 0..<s.count { try ctx.requireEqual(s0[i], s[i], "stack: axis \(i) differs", sh) }
@@ -226,6 +247,10 @@ extension OpDefs {
             for i in 0..<n { xs[xs.count - n + i] = xs[xs.count - n + i] + pad[2 * i] + pad[2 * i + 1] }
             return [t(x.dtype, xs)]
         }
+    }
+
+    /// Moves between space, depth and batch (`depth_to_space` … `batch_to_space`), `reverse_sequence`, `sliding_windows`.
+    static func declareSpaceMoves(_ b: inout OpTableBuilder) {
         b.add(OpSchema("depth_to_space", [x(), req("block_size", .integer)]),
               declaredTypeOnly: "no symbolic rule yet: the declared type is used")
         b.add(OpSchema("space_to_depth", [x(), req("block_size", .integer)]),

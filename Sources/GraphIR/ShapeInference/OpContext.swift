@@ -87,21 +87,21 @@ struct OpContext {
         if let v { outputValues.append((output, v)) }
     }
 
-    func fail(_ kind: ShapeIssue.Kind = .shapeError, _ message: String, _ shapes: [(String, String)] = []) -> RuleFailure {
+    func fail(_ kind: ShapeIssue.Kind = .shapeError, _ message: String, _ shapes: [(String, IssueShape)] = []) -> RuleFailure {
         RuleFailure(kind: kind, message: message, shapes: shapes)
     }
 
     /// The op's output cannot be evaluated here: `?` and a note, not a failure.
     func unknown(_ reason: String) -> Unsupported { Unsupported(reason) }
 
-    func warn(_ kind: ShapeIssue.Kind, _ message: String, _ shapes: [(String, String)] = []) {
+    func warn(_ kind: ShapeIssue.Kind, _ message: String, _ shapes: [(String, IssueShape)] = []) {
         state.issues.append(ShapeIssue(kind: kind, opName: op.name, opType: op.type, opIndex: index, message: message,
                                        shapes: shapes.map { (name: $0.0, shape: $0.1) }))
     }
 
     /// Two dimensions the op needs equal: a definite mismatch fails; two different symbols are
     /// recorded as one flexible dimension.
-    func requireEqual(_ a: DimExpr, _ b: DimExpr, _ what: String, _ shapes: [(String, String)]) throws {
+    func requireEqual(_ a: DimExpr, _ b: DimExpr, _ what: String, _ shapes: [(String, IssueShape)]) throws {
         if a == b { return }
         if let d = (a - b).constant, d != 0 { throw fail(.shapeError, "\(what): \(a) ≠ \(b)", shapes) }
         if let sa = a.symbolName, let sb = b.symbolName { state.equalities.append((sa, sb)) }
@@ -119,7 +119,7 @@ struct OpContext {
     func broadcast(_ named: [(String, [DimExpr])]) throws -> [DimExpr] {
         let rank = named.map(\.1.count).max() ?? 0
         var out: [DimExpr] = Array(repeating: 1, count: rank)
-        let shapesText = named.map { ($0.0, describeShape($0.1)) }
+        let shapesText = named.map { ($0.0, IssueShape(shape: $0.1)) }
         for i in 0..<rank {
             var d: DimExpr = 1
             for (_, s) in named {
@@ -132,7 +132,7 @@ struct OpContext {
         return out
     }
 
-    private func broadcastDim(_ a: DimExpr, _ b: DimExpr, axis: Int, _ shapes: [(String, String)]) throws -> DimExpr {
+    private func broadcastDim(_ a: DimExpr, _ b: DimExpr, axis: Int, _ shapes: [(String, IssueShape)]) throws -> DimExpr {
         if a == b { return a }
         if a.constant == 1 { return b }
         if b.constant == 1 { return a }

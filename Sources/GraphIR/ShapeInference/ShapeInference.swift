@@ -31,7 +31,7 @@ public struct ShapeIssue: Sendable, CustomStringConvertible {
     public var opIndex: Int
     public var message: String
     /// The shapes involved, by operand name (`x`, `y`, `update`, `output`…), in order.
-    public var shapes: [(name: String, shape: String)]
+    public var shapes: [(name: String, shape: IssueShape)]
 
     public var description: String {
         "\(kind.rawValue) at '\(opName)' (\(opType)): \(message)"
@@ -70,11 +70,28 @@ extension ShapeIssue.Kind {
     }
 }
 
+/// A shape a ``ShapeIssue`` names, kept as dimensions (not text) so that diagnose prints every
+/// shape in one format: an inferred shape, the contents of a small integer operand (slice
+/// bounds, a reshape target: `isValue`), or a declared MIL type.
+public struct IssueShape: Sendable, CustomStringConvertible {
+    /// nil: rank unknown (or a declared type, see `declared`).
+    public var dims: [DimExpr]?
+    /// The dimensions are the operand's contents, not its shape.
+    public var isValue: Bool
+    /// The file's declared type, when that is what is named.
+    public var declared: MILType?
+    public init(shape: [DimExpr]?) { dims = shape; isValue = false; declared = nil }
+    public init(value: [DimExpr]) { dims = value; isValue = true; declared = nil }
+    public init(declared: MILType) { dims = nil; isValue = false; self.declared = declared }
+    /// `[1, input_ids_1, 8]` (``describeShape``), or the declared type's MIL text.
+    public var description: String { declared?.description ?? describeShape(dims) }
+}
+
 /// Thrown by a rule: the op's shapes are invalid.
 struct RuleFailure: Error {
     var kind: ShapeIssue.Kind
     var message: String
-    var shapes: [(String, String)]
+    var shapes: [(String, IssueShape)]
 }
 
 /// Symbolic shape inference over one function.
@@ -202,7 +219,7 @@ public final class ShapeInference {
                     if let u = error as? Unsupported, let reason = u.reason, state.binding == nil {
                         state.issues.append(ShapeIssue(kind: .shapeUnknown, opName: op.name, opType: op.type, opIndex: myIndex,
                                                        message: "\(reason): the shape is not evaluated here; the declared type is used (unknown dimensions shown as ?)",
-                                                       shapes: op.outputs.map { (name: $0.name, shape: $0.type.description) }))
+                                                       shapes: op.outputs.map { (name: $0.name, shape: IssueShape(declared: $0.type)) }))
                     }
                 }
             } else {
@@ -241,7 +258,7 @@ public final class ShapeInference {
         guard bad else { return nil }
         return ShapeIssue(kind: .declaredTypeMismatch, opName: op.name, opType: op.type, opIndex: index,
                           message: "the file declares \(v.name) as \(declared), inference gives \(describeShape(shape))",
-                          shapes: [("declared", declared.description), ("inferred", describeShape(shape))])
+                          shapes: [("declared", IssueShape(declared: .tensor(declared))), ("inferred", IssueShape(shape: shape))])
     }
 }
 

@@ -140,18 +140,12 @@ public struct SliceRegion {
         guard n > 0 else { return [] }
         var out = [Int]()
         out.reserveCapacity(n)
-        var idx = [Int](repeating: 0, count: shape.count)
+        var start = 0
+        for a in 0..<shape.count { start += starts[a] * strides[a] }
+        var cursor = StridedCursor(shape: lengths, a: (0..<shape.count).map { steps[$0] * strides[$0] }, start: (start, 0, 0))
         for _ in 0..<n {
-            var o = 0
-            for a in 0..<shape.count { o += (starts[a] + idx[a] * steps[a]) * strides[a] }
-            out.append(o)
-            var a = shape.count - 1
-            while a >= 0 {
-                idx[a] += 1
-                if idx[a] < lengths[a] { break }
-                idx[a] = 0
-                a -= 1
-            }
+            out.append(cursor.offsetA)
+            cursor.step()
         }
         return out
     }

@@ -14,47 +14,117 @@ import GraphIR
 enum StateUpdateFusion {
     /// Rewrites `plan`'s steps; `useCount` counts every read of each slot (nested blocks and
     /// block outputs included). A write whose `read_state` or `scatter`/`slice_update` output
-    /// is `protected` (an observed value) is left unfused.
-    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], protected: Set<Int> = []) {
+    /// is `protected` (an observed value) is left unfused. Returns one site per `write_state`
+    /// (fused, or why not). Afterwards a `read_state` nothing reads any more is dropped.
+    ///
+    /// The `read_state` output may have other readers when all of them run before the update
+    /// (Apple's stacked cache: layer l's write updates the value layer l − 1's attention read):
+    /// they consume the value before the in-place store changes the state.
+    @discardableResult
+    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], protected: Set<Int> = []) -> [FusionSite] {
         var producer: [Int: Int] = [:]
         for (i, st) in plan.steps.enumerated() { for s in st.outputSlots { producer[s] = i } }
         var remove = Set<Int>()
         var replace: [Int: ExecutionPlan.Step] = [:]
+        var sites: [FusionSite] = []
         for (iw, w) in plan.steps.enumerated() where w.op.type == "write_state" {
-            guard let stateRef = w.inputs.first(where: { $0.name == "input" })?.refs.first,
-                  case let .slot(stateSlot) = stateRef,
-                  let dataRef = w.inputs.first(where: { $0.name == "data" })?.refs.first,
-                  case let .slot(v) = dataRef, useCount[v] == 1,
-                  let ix = producer[v], !remove.contains(ix) else { continue }
+            switch match(plan, iw, producer: producer, useCount: useCount, protected: protected, removed: remove) {
+            case let .failure(f):
+                sites.append(FusionSite(kind: "state_write", op: w.op.name, reason: f.reason))
+            case let .success((ir, ix, stateSlot, dataName)):
+                let x = plan.steps[ix]
+                var inputs = x.inputs.filter { $0.name != dataName }
+                inputs.append((name: "state", refs: [.slot(stateSlot)]))
+                let inPlace: Kernel = x.op.type == "scatter" ? inPlaceScatter(fallback: x.kernel) : inPlaceSliceUpdate
+                let site = FusionSite(kind: "state_write", op: w.op.name, reason: nil)
+                let kernel: Kernel = { inv in
+                    site.fusedCalls += 1
+                    return try inPlace(inv)
+                }
+                replace[ix] = ExecutionPlan.Step(op: x.op, kernel: kernel, inputs: inputs, outputSlots: [], release: [],
+                                                 isConstant: false, blocks: [], fusedStateWrite: true)
+                if useCount[plan.steps[ir].outputSlots[0]] == 1 { remove.insert(ir) }
+                remove.insert(iw)
+                sites.append(site)
+            }
+        }
+        guard !replace.isEmpty else { return sites }
+        plan.steps = plan.steps.enumerated().compactMap { i, st in
+            if remove.contains(i) { return nil }
+            return replace[i] ?? st
+        }
+        dropUnreadStateReads(plan)
+        return sites
+    }
+
+    struct NoMatch: Error { let reason: String }
+    static func attempt<T>(_ body: () throws -> T) -> Result<T, NoMatch> {
+        do { return .success(try body()) } catch let e as NoMatch { return .failure(e) } catch { return .failure(NoMatch(reason: "\(error)")) }
+    }
+
+    /// write_state `iw` ← scatter/slice_update `ix` ← read_state `ir` of the same state:
+    /// (ir, ix, state slot, name of the update's data input), or why not.
+    static func match(_ plan: ExecutionPlan.BlockPlan, _ iw: Int, producer: [Int: Int], useCount: [Int: Int],
+                      protected: Set<Int>, removed: Set<Int>) -> Result<(Int, Int, Int, String), NoMatch> {
+        attempt {
+            let w = plan.steps[iw]
+            guard case let .slot(stateSlot)? = w.inputs.first(where: { $0.name == "input" })?.refs.first,
+                  case let .slot(v)? = w.inputs.first(where: { $0.name == "data" })?.refs.first,
+                  let ix = producer[v], !removed.contains(ix) else { throw NoMatch(reason: "the written value is not computed here") }
+            guard useCount[v] == 1 else { throw NoMatch(reason: "the updated cache has a second user") }
             let x = plan.steps[ix]
             let dataName: String
             switch x.op.type {
             case "scatter": dataName = "data"
             case "slice_update": dataName = "x"
-            default: continue
+            default: throw NoMatch(reason: "written by \(x.op.type), not scatter / slice_update")
             }
-            guard let rRef = x.inputs.first(where: { $0.name == dataName })?.refs.first, case let .slot(r) = rRef,
-                  useCount[r] == 1, let ir = producer[r], plan.steps[ir].op.type == "read_state",
-                  plan.steps[ir].inputs.first?.refs.first.map({ if case let .slot(s) = $0 { return s == stateSlot } else { return false } }) == true
-            else { continue }
-            // Nothing else takes the same state between the read and the write: the fused step
-            // writes at the scatter's place, so any reader up to the write_state (a read_state,
-            // a fused attention reading the state in place, an op in a nested block) would see
-            // the new rows.
-            if takes(stateSlot, in: plan.steps[(ir + 1)..<iw], except: ix) { continue }
-            if !protected.isEmpty, (x.outputSlots + plan.steps[ir].outputSlots).contains(where: protected.contains) { continue }
-            var inputs = x.inputs.filter { $0.name != dataName }
-            inputs.append((name: "state", refs: [.slot(stateSlot)]))
-            let kernel: Kernel = x.op.type == "scatter" ? inPlaceScatter(fallback: x.kernel) : inPlaceSliceUpdate
-            replace[ix] = ExecutionPlan.Step(op: x.op, kernel: kernel, inputs: inputs, outputSlots: [], release: [],
-                                             isConstant: false, blocks: [], fusedStateWrite: true)
-            remove.insert(ir)
-            remove.insert(iw)
+            guard case let .slot(r)? = x.inputs.first(where: { $0.name == dataName })?.refs.first,
+                  let ir = producer[r], plan.steps[ir].op.type == "read_state" else {
+                throw NoMatch(reason: "the updated value is not a read_state")
+            }
+            guard case let .slot(rs)? = plan.steps[ir].inputs.first?.refs.first, rs == stateSlot else {
+                throw NoMatch(reason: "the update reads another state")
+            }
+            // Other readers of the read value must all run before the update (in this block).
+            let readers = plan.steps.indices.filter { i in i != ix && plan.steps[i].inputs.contains { $0.refs.contains { if case let .slot(s) = $0 { return s == r } else { return false } } } }
+            guard readers.count + 1 == useCount[r] ?? 0 else { throw NoMatch(reason: "the state read is used in a nested block or output") }
+            guard readers.allSatisfy({ $0 < ix }) else { throw NoMatch(reason: "the state read has a user after the update") }
+            // The fused step stores at the update's place: nothing between the read and the
+            // update may change the state, nothing between the update and the write may take it.
+            if changes(stateSlot, in: plan.steps[(ir + 1)..<ix]) { throw NoMatch(reason: "the state changes between its read and the update") }
+            if takes(stateSlot, in: plan.steps[(ix + 1)..<iw]) { throw NoMatch(reason: "the state is read between the update and the write") }
+            if !protected.isEmpty, (x.outputSlots + plan.steps[ir].outputSlots).contains(where: protected.contains) {
+                throw NoMatch(reason: "an intermediate value is observed")
+            }
+            return (ir, ix, stateSlot, dataName)
         }
-        guard !replace.isEmpty else { return }
-        plan.steps = plan.steps.enumerated().compactMap { i, st in
-            if remove.contains(i) { return nil }
-            return replace[i] ?? st
+    }
+
+    /// Removes `read_state` steps whose output no step (nor a block output) reads.
+    static func dropUnreadStateReads(_ plan: ExecutionPlan.BlockPlan) {
+        var read = Set<Int>()
+        func walk(_ p: ExecutionPlan.BlockPlan) {
+            for st in p.steps {
+                for (_, refs) in st.inputs { for r in refs { if case let .slot(s) = r { read.insert(s) } } }
+                st.blocks.forEach(walk)
+            }
+            for r in p.outputRefs { if case let .slot(s) = r { read.insert(s) } }
+        }
+        walk(plan)
+        plan.steps.removeAll { $0.op.type == "read_state" && $0.outputSlots.allSatisfy { !read.contains($0) } }
+    }
+
+    /// Whether a step of `steps` (nested blocks included) takes state `slot` other than to read
+    /// it (`read_state`, a fused attention reading it in place): a write, or any op that could
+    /// change it.
+    static func changes(_ slot: Int, in steps: ArraySlice<ExecutionPlan.Step>) -> Bool {
+        steps.contains { st in
+            if st.op.type != "read_state" && !AttentionFusion.readsInPlace(st)
+                && st.inputs.contains(where: { $0.refs.contains { if case let .slot(s) = $0 { return s == slot } else { return false } } }) {
+                return true
+            }
+            return st.blocks.contains { changes(slot, in: $0.steps[...]) }
         }
     }
 

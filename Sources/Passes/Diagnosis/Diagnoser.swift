@@ -28,6 +28,9 @@ public struct FunctionDiagnosis {
     /// The symbol `--seq` binds, if any.
     public var sequenceSymbol: String?
     public var results: [BindingResult]
+    /// Bindings not evaluated: no call the model's contract allows has those sizes
+    /// (``ContractBindings``).
+    public var skipped: [SkippedBinding] = []
 }
 
 /// Everything diagnose found in a model.
@@ -84,12 +87,13 @@ public enum Diagnoser {
 
         // Symbolic run: errors at every binding, and warnings.
         for issue in inference.symbolic.issues {
-            findings.append(finding(issue, function: f.name, binding: nil))
+            findings.append(finding(issue, function: f, binding: nil))
         }
 
         // Concrete runs.
         var results: [BindingResult] = []
-        let (bindings, rejected) = bindingsToEvaluate(inference, seqSymbol: seqSymbol, seq: options.seq)
+        let (candidates, rejected) = bindingsToEvaluate(inference, seqSymbol: seqSymbol, seq: options.seq)
+        let (bindings, skipped) = ContractBindings.filter(candidates, offsets: ContractBindings.writeOffsets(f, inference))
         for (b, why) in rejected {
             findings.append(Finding(.error, "binding_out_of_range", function: f.name, binding: b,
                                     message: why, fix: "Export with a wider RangeDim / more EnumeratedShapes, or use shorter queries."))
@@ -98,7 +102,7 @@ public enum Diagnoser {
             let longer = options.seq!.filter { $0 != fixed.size }
             if !longer.isEmpty {
                 findings.append(Finding(.error, "sequence_fixed", function: f.name,
-                                        shapes: [(name: fixed.input, shape: fixed.shape)],
+                                        shapes: [ShapeNote(fixed.input, fixed.type)],
                                         message: "the sequence dimension of '\(fixed.input)' is fixed to \(fixed.size); a query of length \(longer.map(String.init).joined(separator: ", ")) cannot be fed to function '\(f.name)' (a warm-up or prefill at that length fails)",
                                         fix: "Feed it \(fixed.size) token(s) at a time, use a prefill function with a RangeDim sequence, or re-export with ct.RangeDim for the sequence."))
             }
@@ -117,7 +121,7 @@ public enum Diagnoser {
                     merged[key] = i
                 } else {
                     merged[key] = findings.count
-                    findings.append(finding(e, function: f.name, binding: b))
+                    findings.append(finding(e, function: f, binding: b))
                 }
             } else {
                 results.append(BindingResult(binding: b, error: nil, opsEvaluated: r.opsEvaluated))
@@ -134,10 +138,11 @@ public enum Diagnoser {
             }
             findings[i].message += " (fails from \(name)=\(hi); \(name)=\(lo) is the largest size that infers clean)"
         }
-        return (FunctionDiagnosis(name: f.name, symbols: inference.symbols, sequenceSymbol: seqSymbol, results: results), findings)
+        return (FunctionDiagnosis(name: f.name, symbols: inference.symbols, sequenceSymbol: seqSymbol, results: results, skipped: skipped), findings)
     }
 
-    static func finding(_ issue: ShapeIssue, function: String, binding: [String: Int]?) -> Finding {
+    static func finding(_ issue: ShapeIssue, function f: Function, binding: [String: Int]?) -> Finding {
+        let function = f.name
         let severity: Finding.Severity
         var fix = ""
         var pass: String?
@@ -161,7 +166,7 @@ public enum Diagnoser {
         }
         return Finding(severity, issue.kind.rawValue, function: function,
                        op: Finding.OpRef(name: issue.opName, type: issue.opType, index: issue.opIndex),
-                       binding: binding, shapes: issue.shapes, message: issue.message, fixPass: pass, fix: fix)
+                       binding: binding, shapes: ShapeNote.notes(issue, in: f), message: issue.message, fixPass: pass, fix: fix)
     }
 
     /// The flexible dimension `--seq` sets: the one `input_ids` (or `tokens`) carries, else
@@ -174,9 +179,9 @@ public enum Diagnoser {
     }
 
     /// A token input whose sequence axis is fixed (the decode function of a multifunction model).
-    static func fixedSequence(_ f: Function) -> (input: String, size: Int, shape: String)? {
+    static func fixedSequence(_ f: Function) -> (input: String, size: Int, type: TensorType)? {
         for v in f.inputs where ["input_ids", "inputIds", "tokens", "input_tokens", "ids"].contains(v.name) {
-            if let t = v.type.tensorType, t.rank == 2, let s = t.shape[1].fixedValue { return (v.name, s, t.description) }
+            if let t = v.type.tensorType, t.rank == 2, let s = t.shape[1].fixedValue { return (v.name, s, t) }
         }
         return nil
     }

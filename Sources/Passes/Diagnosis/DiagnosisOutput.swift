@@ -24,6 +24,10 @@ extension Diagnosis {
     ///       "ok": true,
     ///       "error": null | "<first shape error>",
     ///       "ops_evaluated": 412
+    ///     }],
+    ///     "skipped": [{                       // bindings no call of the model's contract has
+    ///       "binding": {"causalMask_3": 1, "inputIds_1": 64},
+    ///       "reason": "the state write offset causalMask_3 - inputIds_1 of '…' would be -63: …"
     ///     }]
     ///   }],
     ///   "findings": [{                        // errors first, then warnings, then infos
@@ -41,7 +45,10 @@ extension Diagnosis {
     ///     "op": {"name": "…", "type": "slice_update", "index": 123} | null,  // index: position in the body
     ///     "binding": {"input_ids_1": 16} | null,   // first binding that breaks; null: every binding / not shape-related
     ///     "bindings": [{"input_ids_1": 16}, …],     // every evaluated binding that breaks
-    ///     "shapes": [{"name": "x", "shape": "[1, 2, 64, 16]"}, …],
+    ///     "shapes": [{"name": "x", "dtype": "fp16", "shape": [1, 2, null, 16],   // ShapeNote: null = symbolic
+    ///                 "text": "tensor<fp16, [1, 2, input_ids_1, 16]>",        // as the text output prints it
+    ///                 "value": [0, 0, null, 0],                               // only: contents of a slice bound
+    ///                 "flexibility": "RangeDim(1..64)"}, …],                  // only: an input's declaration
     ///     "message": "what goes wrong",
     ///     "fix": {"pass": "lower_slice_update" | null,   // the forge-ir pass that fixes it
     ///             "available": true,                   // false: the pass is planned, not registered yet
@@ -79,6 +86,7 @@ extension Diagnosis {
                         "ops_evaluated": .int(r.opsEvaluated),
                     ])
                 }),
+                "skipped": .array(f.skipped.map { .object(["binding": binding($0.binding), "reason": .string($0.reason)]) }),
             ])
         }
         let fs: [JSONValue] = findings.map { f in
@@ -89,7 +97,7 @@ extension Diagnosis {
                 "op": f.op.map { .object(["name": .string($0.name), "type": .string($0.type), "index": .int($0.index)]) } ?? .null,
                 "binding": f.binding.map(binding) ?? .null,
                 "bindings": .array(f.bindings.map(binding)),
-                "shapes": .array(f.shapes.map { .object(["name": .string($0.name), "shape": .string($0.shape)]) }),
+                "shapes": .array(f.shapes.map(\.json)),
                 "message": .string(f.message),
                 "fix": .object([
                     "pass": f.fixPass.map { .string($0) } ?? .null,
@@ -128,6 +136,10 @@ extension Diagnosis {
             }
             let parts = f.results.map { r in "\(describeBinding(r.binding)) \(r.error == nil ? "ok" : "FAILS")" }
             if !parts.isEmpty { out += "  shapes inferred at: " + parts.joined(separator: " · ") + "\n" }
+            if let first = f.skipped.first {
+                out += "  not evaluated (outside the model's contract: \(first.reason)): "
+                    + f.skipped.map { describeBinding($0.binding) }.joined(separator: " · ") + "\n"
+            }
         }
         if !runs.isEmpty {
             out += "\nruntime checks\n"
@@ -166,7 +178,7 @@ extension Diagnosis {
             }
             out += "  " + f.message + (g.count > 1 ? " (first of \(g.count); --json lists each)" : "") + "\n"
             let shapes = g.count > 1 && ops.isEmpty ? g.flatMap(\.shapes) : f.shapes
-            if !shapes.isEmpty { out += "  shapes: " + shapes.map { "\($0.name) \($0.shape)" }.joined(separator: ", ") + "\n" }
+            if !shapes.isEmpty { out += "  shapes: " + shapes.map(\.text).joined(separator: ", ") + "\n" }
             if let p = f.fixPass, PassRegistry.pass(named: p) != nil {
                 out += "  fix: forge-ir optimize MODEL -o OUT.mlpackage --passes \(p)" + (f.fix.isEmpty ? "" : " — \(f.fix)") + "\n"
             } else if let p = f.fixPass {

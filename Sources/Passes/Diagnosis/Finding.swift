@@ -26,8 +26,8 @@ public struct Finding: Sendable {
     public var binding: [String: Int]?
     /// Every evaluated binding at which it goes wrong.
     public var bindings: [[String: Int]]
-    /// Shapes involved, by operand.
-    public var shapes: [(name: String, shape: String)]
+    /// Shapes involved, by operand (one format: ``ShapeNote``).
+    public var shapes: [ShapeNote]
     /// What goes wrong.
     public var message: String
     /// The forge-ir pass that fixes it, if there is one.
@@ -36,7 +36,7 @@ public struct Finding: Sendable {
     public var fix: String
 
     public init(_ severity: Severity, _ code: String, function: String?, op: OpRef? = nil, binding: [String: Int]? = nil,
-                shapes: [(name: String, shape: String)] = [], message: String, fixPass: String? = nil, fix: String = "") {
+                shapes: [ShapeNote] = [], message: String, fixPass: String? = nil, fix: String = "") {
         self.severity = severity
         self.code = code
         self.function = function

@@ -17,7 +17,7 @@ public enum NumericChecks {
                uses.users(of: out0).contains(where: { $0.type == "reduce_mean" || $0.type == "reduce_sum" }) {
                 let idiom = RMSNormIdiom.match(square: op, uses: uses)
                 out.append(Finding(.info, "fp16_square_in_norm", function: f.name, op: idx.ref(op),
-                                   shapes: [(name: "x", shape: out0.type.description)],
+                                   shapes: [ShapeNote("x", out0.type)],
                                    message: "squares in fp16 before a mean (\(idiom.map { "RMSNorm: " + $0.chain } ?? "RMSNorm/variance")): overflows to inf once |x| > 256; check with --precision fp16 on real activations",
                                    fixPass: idiom != nil ? FP16SafeRMSNorm.name : nil,
                                    fix: idiom != nil ? "Divide x by its row max|x| before squaring (fp16_safe_rms_norm)." : "Divide x by its row max|x| before squaring, or compute the norm in fp32."))
@@ -31,14 +31,14 @@ public enum NumericChecks {
                     ? "fp16 constant '\(v.name)' holds \(bad) (a value beyond the fp16 range); inf - inf and fully masked softmax rows give NaN"
                     : "constant '\(v.name)' holds \(bad), beyond the fp16 range (±65504), and feeds an fp16 op: it becomes ±inf (a mask row of -inf gives NaN in softmax)"
                 out.append(Finding(.warning, "fp16_constant_out_of_range", function: f.name, op: idx.ref(op),
-                                   shapes: [(name: v.name, shape: t.description)],
+                                   shapes: [ShapeNote(v.name, t)],
                                    message: message, fixPass: ClampFP16Constants.name,
                                    fix: "Clamp the constant to \(clampTo) (clamp_fp16_constants: additive masks to \(Int(ClampFP16Constants.maskValue)), other values to ±65504)."))
             }
             // log(softmax(x)): log of an fp16 probability that underflowed to 0 is -inf.
             if op.type == "log", let x = op.operand("x")?.value, x.producer?.type == "softmax", x.type.tensorType?.dtype == .fp16 {
                 out.append(Finding(.warning, "fp16_log_softmax", function: f.name, op: idx.ref(op),
-                                   shapes: [(name: "x", shape: x.type.description)],
+                                   shapes: [ShapeNote("x", x.type)],
                                    message: "log(softmax(x)) in fp16: probabilities below 6e-8 round to 0 and their log is -inf (coremltools#2728)",
                                    fixPass: LogSoftmaxStable.name,
                                    fix: "Compute log_softmax as x - reduce_log_sum_exp(x)."))

@@ -21,21 +21,21 @@ enum PatternChecks {
             case "add":
                 if let m = CoremltoolsRMSNorm.match(addEps: op, uses: uses) {
                     out.append(Catalogue.finding("rmsnorm_eps_scaled", function: f.name, op: idx.ref(op),
-                                                 shapes: [(name: "x", shape: m.x.type.description)],
+                                                 shapes: [ShapeNote("x", m.x.type)],
                                                  message: "eps \(m.eps) is added to the mean of (x / max|x|)²: the norm computes x / sqrt(mean(x²) + eps·max|x|²), not x / sqrt(mean(x²) + eps)"))
                 }
             default: break
             }
             if Rank0ExpandDims.isTrigger(op, uses: uses) {
                 out.append(Catalogue.finding("rank0_expand_dims_swap", function: f.name, op: idx.ref(op),
-                                             shapes: [(name: "x", shape: op.outputs[0].type.description)],
+                                             shapes: [ShapeNote("x", op.outputs[0].type)],
                                              message: "rank-0 \(op.type) '\(op.outputs[0].name)' of a scalar constant feeds one expand_dims(axes = [0]) and a tuple input (\(Rank0ExpandDims.tupleUsers(op, uses: uses).map(\.type).joined(separator: ", "))); coremltools' default pipeline fails in rank0_expand_dims_swap (\"Cannot delete op\")"))
             }
         }
         // States whose last dimension is not a multiple of 32 (Neural Engine).
         for v in f.stateInputs {
             guard let t = v.type.stateWrappedTensor, let last = t.shape.last?.fixedValue, last % 32 != 0 else { continue }
-            out.append(Catalogue.finding("state_dim_not_multiple_of_32", function: f.name, shapes: [(name: v.name, shape: t.description)],
+            out.append(Catalogue.finding("state_dim_not_multiple_of_32", function: f.name, shapes: [ShapeNote(v.name, t)],
                                          message: "state '\(v.name)' has a last dimension of \(last), not a multiple of 32; stateful models with such states fail on the Neural Engine"))
         }
         // Ops without a kernel in forge-ir.
@@ -55,6 +55,9 @@ enum PatternChecks {
     static func flexibility(_ f: Function, _ iface: FunctionDescription) -> [Finding] {
         var out: [Finding] = []
         let stateful = !f.stateInputs.isEmpty
+        func notes(_ names: [String]) -> [ShapeNote] {
+            names.compactMap { n in iface.inputs.first { $0.name == n }.map { ShapeNote(n, feature: $0) } }
+        }
         var enumerated: [(String, [[Int]])] = []
         var ranged: [String] = []
         var rangedInts: [String] = []
@@ -74,21 +77,20 @@ enum PatternChecks {
             // RangeDim one is #2548's repro (Core ML takes the fixed shape as enumerated).
             let other = enumerated.isEmpty ? fixed : enumerated.map(\.0)
             var f = Catalogue.finding("state_mixed_flexibility", function: f.name,
-                                      shapes: enumerated.map { (name: $0.0, shape: $0.1.map { "\($0)" }.joined(separator: " | ")) }
-                                          + fixed.map { (name: $0, shape: "fixed") } + ranged.map { (name: $0, shape: "RangeDim") },
+                                      shapes: notes(enumerated.map(\.0) + fixed + ranged),
                                       message: "stateful function '\(f.name)' mixes \(enumerated.isEmpty ? "fixed" : "EnumeratedShapes") inputs (\(other.joined(separator: ", "))) with RangeDim inputs (\(ranged.joined(separator: ", "))); Core ML aborts loading with EnumeratedWithRangeInputsException")
             if enumerated.isEmpty { f.severity = .warning }
             out.append(f)
         }
         if stateful, !rangedInts.isEmpty {
             out.append(Catalogue.finding("state_range_int_input", function: f.name,
-                                         shapes: rangedInts.map { (name: $0, shape: "int RangeDim") },
+                                         shapes: notes(rangedInts),
                                          message: "integer input\(rangedInts.count > 1 ? "s" : "") \(rangedInts.joined(separator: ", ")) with a RangeDim next to \(f.stateInputs.count) state\(f.stateInputs.count == 1 ? "" : "s"): Core ML fails to build the execution plan (std::bad_cast, error -14) or to run at S=1, and a flexible query length keeps it from compiling efficient kernels"))
         }
         if enumerated.count >= 2 {
             let combos = enumerated.map(\.1.count).reduce(1, *)
             out.append(Catalogue.finding("enumerated_shapes_combinations", function: f.name,
-                                         shapes: enumerated.map { (name: $0.0, shape: $0.1.map { "\($0)" }.joined(separator: " | ")) },
+                                         shapes: notes(enumerated.map(\.0)),
                                          message: "\(enumerated.count) inputs have their own EnumeratedShapes (\(enumerated.map(\.0).joined(separator: ", "))): Core ML accepts only the listed combinations in order, not the \(combos) of the cross product"))
         }
         return out
@@ -155,14 +157,21 @@ enum PatternChecks {
         let tooSmall = gathers.filter { (tableRows($0) ?? 0) > limit + 1 }
         if let g = tooSmall.first {
             return [Catalogue.finding("gather_index_narrowed", function: f.name, op: idx.ref(op),
-                                      shapes: [(name: "x", shape: xt.description), (name: "table", shape: g.operand("x")?.type.description ?? "?")],
+                                      shapes: [ShapeNote("x", xt)] + (g.operand("x").map { [ShapeNote("table", $0.type)] } ?? []),
                                       message: "the indices of gather '\(g.name)' are cast from \(xt.dtype.rawValue) to \(dt.rawValue) (at most \(limit)) but its table has \(tableRows(g)!) rows: larger ids wrap and gather the wrong rows")]
         }
         // coremltools' own add_int16_cast form (indices of gathers whose tables fit) is fine.
         if gathers.isEmpty || others && gathers.isEmpty {
+            // A whole int32 table input narrowed in front of its gather: coremltools'
+            // add_int16_cast on an int8 table an iOS 18 export had to widen (issue #17).
+            let tableGather = f.inputs.contains { $0 === x }
+                ? uses.users(of: out).first { $0.type.hasPrefix("gather") && $0.operand("x")?.value === out } : nil
+            let message = tableGather.map { g in
+                "the \(xt.dtype.rawValue) table input '\(x.name)' \(xt) is cast to \(dt.rawValue) whole before gather '\(g.name)' reads it (coremltools' add_int16_cast narrows int32 gather inputs with no range check — an int8 table widened to int32 for an iOS 18 target): entries outside \(dt.rawValue)'s range wrap silently"
+            } ?? "'\(x.name)', computed from a function input, is cast from \(xt.dtype.rawValue) to \(dt.rawValue) (at most \(limit)): larger values wrap"
             return [Catalogue.finding("narrowing_cast_on_input", function: f.name, op: idx.ref(op),
-                                      shapes: [(name: "x", shape: xt.description)],
-                                      message: "'\(x.name)', computed from a function input, is cast from \(xt.dtype.rawValue) to \(dt.rawValue) (at most \(limit)): larger values wrap")]
+                                      shapes: [ShapeNote("x", xt)], message: message,
+                                      fix: tableGather == nil ? nil : "keep the table int8 (an iOS 26 target takes int8 inputs), or convert without add_int16_cast (pass_pipeline.remove_passes(\"common::add_int16_cast\"))")]
         }
         return []
     }
@@ -172,7 +181,7 @@ enum PatternChecks {
         var seen = Set<ObjectIdentifier>()
         guard fromInput(ind, f, seen: &seen) else { return [] }
         return [Catalogue.finding("gather_table_over_uint16", function: f.name, op: idx.ref(op),
-                                  shapes: [(name: "x", shape: op.operand("x")?.type.description ?? "?")],
+                                  shapes: op.operand("x").map { [ShapeNote("x", $0.type)] } ?? [],
                                   message: "gather '\(op.name)' indexes a table of \(rows) rows with run-time ids: the Neural Engine's gather takes uint16 indices (at most 65535)")]
     }
 
@@ -197,7 +206,7 @@ enum PatternChecks {
         if !inf.isEmpty { parts.append("\(inf.count) inf (channel \(channels(inf)))") }
         let weight = op.outputs.first?.name ?? op.name
         return [Catalogue.finding("quantization_scale_invalid", function: f.name, op: idx.ref(op),
-                                  shapes: [(name: "scale", shape: st.description)],
+                                  shapes: [ShapeNote("scale", st)],
                                   message: "quantized weight '\(weight)' has \(parts.joined(separator: ", ")) scale\(v.count == 1 ? "" : "s") of \(v.count): those blocks dequantize to all zeros, NaN or inf")]
     }
 }

@@ -16,7 +16,10 @@ enum StateChecks {
         var out: [Finding] = []
         let idx = OpIndex(f)
         let sym = inference.symbolic
-        func shape(_ v: Value) -> String { sym.type(of: v)?.description ?? v.type.description }
+        func shape(_ name: String, _ v: Value) -> ShapeNote {
+            if let t = sym.type(of: v)?.tensor ?? sym.type(of: v)?.stateTensor { return ShapeNote(name, t) }
+            return ShapeNote(name, v.type)
+        }
 
         // Every op, with the state each write_state writes.
         var ops: [Op] = []
@@ -46,14 +49,13 @@ enum StateChecks {
                 }
             }
             guard !dynamic.isEmpty else { continue }
-            var shapes: [(name: String, shape: String)] = []
-            if let x = op.operand("x")?.value { shapes.append((name: "x", shape: shape(x))) }
-            if let u = op.operand("update")?.value { shapes.append((name: "update", shape: shape(u))) }
+            var shapes: [ShapeNote] = []
+            if let x = op.operand("x")?.value { shapes.append(shape("x", x)) }
+            if let u = op.operand("update")?.value { shapes.append(shape("update", u)) }
             let which = dynamic.contains { $0.hasPrefix("end") } ? "end index" : "begin index"
-            out.append(Finding(.error, "state_write_runtime_end", function: f.name, op: idx.ref(op), shapes: shapes,
-                               message: "slice_update writes state '\(state)' through a slice whose \(which) is computed at run time (\(dynamic.joined(separator: "; "))); Core ML's runtime fails on such a write (E5RT/BNNS errors), typically at S=1 decode",
-                               fixPass: "lower_slice_update",
-                               fix: "Run the lower_slice_update pass (rewrites the write with a static window), or write the cache with index_copy/scatter."))
+            out.append(Catalogue.finding("state_write_runtime_end", function: f.name, op: idx.ref(op), shapes: shapes,
+                                         message: "slice_update writes state '\(state)' through a slice whose \(which) is computed at run time (\(dynamic.joined(separator: "; "))); Core ML fails to build the execution plan for such a write on some backends (E5RT/BNNS errors, an ANECompiler crash on the Neural Engine), though Apple's Llama 3.1 recipe runs it on the GPU",
+                                         fix: "Run the lower_slice_update pass (rewrites the write with a static window), or write the cache with index_copy/scatter."))
         }
 
         // 2. A model output that is also the value written to a state.
@@ -61,7 +63,7 @@ enum StateChecks {
             for w in writes where w.operand("data")?.value === v {
                 let state = w.operand("input")?.value?.name ?? "?"
                 out.append(Finding(.error, "state_output_alias", function: f.name, op: idx.ref(w),
-                                   shapes: [(name: "output", shape: shape(v))],
+                                   shapes: [shape("output", v)],
                                    message: "output \(i) '\(v.name)' is the value written to state '\(state)'; Core ML crashes at run time when an output aliases a state write",
                                    fixPass: "insert_state_output_copy",
                                    fix: "Run insert_state_output_copy (returns an identity copy of the value instead)."))
@@ -84,8 +86,8 @@ enum StateChecks {
                 let dt = a.dataType?.dtype
                 if (fileShape != nil && !a.shape.isEmpty && fileShape! != a.shape) || (dt != nil && dt != t.dtype) {
                     out.append(Finding(.error, "state_description_mismatch", function: f.name,
-                                       shapes: [(name: "description", shape: "\(dt?.rawValue ?? "?") \(a.shape)"), (name: "function", shape: t.description)],
-                                       message: "state '\(s.name)' is \(dt?.rawValue ?? "?") \(a.shape) in the description but \(t) in the function",
+                                       shapes: [ShapeNote("description", dtype: dt, shape: a.shape), ShapeNote("function", t)],
+                                       message: "state '\(s.name)' is \(ShapeNote(s.name, dtype: dt, shape: a.shape).typeText) in the description but \(ShapeNote(s.name, t).typeText) in the function",
                                        fix: "Re-export so that the description's states and the function's state inputs match."))
                 }
             }
@@ -118,7 +120,7 @@ enum FlexibleShapeChecks {
                 kinds[input.name] = ranges.allSatisfy(\.isFixed) ? "fixed" : "range"
                 for (axis, r) in ranges.enumerated() where r.lower == 0 && r.upper != 0 {
                     out.append(Finding(.error, "range_lower_bound_zero", function: f.name,
-                                       shapes: [(name: input.name, shape: "\(a.shape)")],
+                                       shapes: [ShapeNote(input.name, feature: input)],
                                        message: "input '\(input.name)' axis \(axis) is RangeDim(0..\(r.upper.map(String.init) ?? "inf")); a zero-sized input is not runnable and Core ML fails to load or run such models",
                                        fix: "Set the RangeDim lower bound to 1 (ct.RangeDim(lower_bound=1, …))."))
                 }
@@ -133,9 +135,7 @@ enum FlexibleShapeChecks {
             let others = kinds.filter { $0.value != "enumerated" }.map { "\($0.key) (\($0.value))" }.sorted()
             let mix = others.isEmpty ? "" : "; mixed with \(others.joined(separator: ", "))"
             out.append(Finding(.error, "enumerated_shapes_with_state", function: f.name,
-                               shapes: enumerated.compactMap { n in interface.inputs.first { $0.name == n }.flatMap { i in
-                                   if case let .enumerated(s)? = i.array?.flexibility { return (name: n, shape: s.map { "\($0)" }.joined(separator: " | ")) }
-                                   return nil } },
+                               shapes: enumerated.compactMap { n in interface.inputs.first { $0.name == n }.map { ShapeNote(n, feature: $0) } },
                                message: "stateful function '\(f.name)' has EnumeratedShapes inputs (\(enumerated.joined(separator: ", ")))\(mix); Core ML refuses to load stateful models with enumerated shapes",
                                fixPass: "specialize_sequence",
                                fix: "One static function per size in a multifunction package (specialize_sequence), sharing the states."))

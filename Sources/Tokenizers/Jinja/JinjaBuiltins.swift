@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// The filters, tests, methods and global functions of the Jinja subset, with the semantics of
 /// Jinja2 3.1 (filters, tests) and Python 3 (`str` / `dict` methods).
@@ -132,6 +133,14 @@ enum JinjaBuiltins {
     // MARK: filters
 
     static func filter(_ name: String, _ v: JinjaValue, args: [JinjaValue], kwargs: [(String, JinjaValue)], line: Int) throws -> JinjaValue {
+        for family in [stringFilter, numberFilter, sequenceFilter, valueFilter] {
+            if let r = try family(name, v, args, kwargs, line) { return r }
+        }
+        throw JinjaError.runtime(line: line, message: "no filter named '\(name)'")
+    }
+
+    /// String filters (`trim`, `upper`, `replace`, `indent`, `format`, `escape`, …); nil: not one of them.
+    static func stringFilter(_ name: String, _ v: JinjaValue, _ args: [JinjaValue], _ kwargs: [(String, JinjaValue)], _ line: Int) throws -> JinjaValue? {
         switch name {
         case "trim":
             let chars = try stringArg(arg(args, kwargs, 0, "chars"), "trim's chars", line: line)
@@ -143,67 +152,50 @@ enum JinjaBuiltins {
         case "string": return .string(try text(v, line: line))
         case "safe", "e", "escape", "forceescape":
             if name == "safe" { return v }
-            var out = ""
-            for u in try text(v, line: line).unicodeScalars {
-                switch u {
-                case "&": out += "&amp;"
-                case "<": out += "&lt;"
-                case ">": out += "&gt;"
-                case "\"": out += "&#34;"
-                case "'": out += "&#39;"
-                default: out.unicodeScalars.append(u)
-                }
+            return .string(htmlEscaper.escape(try text(v, line: line)))
+        case "replace":
+            let s = try requireString(v, name, line: line)
+            guard let old = try stringArg(arg(args, kwargs, 0, "old"), "replace's old", line: line),
+                  let new = try stringArg(arg(args, kwargs, 1, "new"), "replace's new", line: line) else {
+                throw JinjaError.runtime(line: line, message: "replace needs two strings")
             }
-            return .string(out)
-        case "length", "count":
-            switch v {
-            case let .string(s): return .int(s.unicodeScalars.count)
-            case let .array(a): return .int(a.count)
-            case let .object(o): return .int(o.entries.count)
-            case .undefined: return .int(0)
-            default: throw JinjaError.runtime(line: line, message: "object of type '\(v.typeName)' has no len()")
+            let count = arg(args, kwargs, 2, "count")?.intIndex ?? -1
+            return .string(replace(s, old, new, count: count))
+        case "indent":
+            let s = try requireString(v, name, line: line)
+            var width = "    "
+            if let w = arg(args, kwargs, 0, "width") {
+                if case let .string(t) = w { width = t } else if let n = w.intIndex { width = String(repeating: " ", count: n) }
             }
-        case "default", "d":
-            let def = arg(args, kwargs, 0, "default_value") ?? .string("")
-            let boolean = arg(args, kwargs, 1, "boolean")?.truthy ?? false
-            if v.isUndefined || (boolean && !v.truthy) { return def }
-            return v
-        case "tojson":
-            let ensureASCII = arg(args, kwargs, 99, "ensure_ascii")?.truthy ?? false
-            var indent: String?
-            if let i = arg(args, kwargs, 0, "indent"), !i.isNone {
-                switch i {
-                case let .int(n): indent = String(repeating: " ", count: max(0, n))
-                case let .string(s): indent = s
-                default: throw JinjaError.runtime(line: line, message: "tojson's indent must be an integer or a string")
-                }
+            let first = arg(args, kwargs, 1, "first")?.truthy ?? false
+            let blank = arg(args, kwargs, 2, "blank")?.truthy ?? false
+            var lines = split(s, "\n")
+            for k in lines.indices where k > 0 || first {
+                if blank || !lines[k].isEmpty { lines[k] = width + lines[k] }
             }
-            var separators: (String, String)?
-            if let s = arg(args, kwargs, 99, "separators"), case let .array(p) = s, p.count == 2,
-               case let .string(a) = p[0], case let .string(b) = p[1] { separators = (a, b) }
-            let sortKeys = arg(args, kwargs, 99, "sort_keys")?.truthy ?? false
-            return .string(try JinjaJSON.dumps(v, ensureASCII: ensureASCII, indent: indent, separators: separators, sortKeys: sortKeys, line: line))
-        case "join":
-            let sep = try stringArg(arg(args, kwargs, 0, "d"), "join's separator", line: line) ?? ""
-            var items = try JinjaEvaluator.iterate(v, line: line)
-            if let a = try stringArg(arg(args, kwargs, 1, "attribute"), "join's attribute", line: line) {
-                items = try items.map { try attributePath($0, a, line: line) }
-            }
-            return .string(try items.map { try text($0, line: line) }.joined(separator: sep))
-        case "items":
-            switch v {
-            case let .object(o): return .array(o.entries.map { .array([.string($0.0), $0.1]) })
-            case .undefined: return .array([])
-            default: throw JinjaError.runtime(line: line, message: "can only get item pairs from a mapping, not \(v.typeName)")
-            }
-        case "list": return .array(try JinjaEvaluator.iterate(v, line: line))
-        case "first":
-            return try JinjaEvaluator.iterate(v, line: line).first ?? .undefined("No first item, sequence was empty.")
-        case "last":
-            return try JinjaEvaluator.iterate(v, line: line).last ?? .undefined("No last item, sequence was empty.")
-        case "reverse":
-            if case let .string(s) = v { return .string(string(s.unicodeScalars.reversed())) }
-            return .array(try JinjaEvaluator.iterate(v, line: line).reversed())
+            return .string(lines.joined(separator: "\n"))
+        case "wordcount":
+            return .int(splitWhitespace(try requireString(v, name, line: line)).count)
+        case "center":
+            let s = try requireString(v, name, line: line)
+            let width = arg(args, kwargs, 0, "width")?.intIndex ?? 80
+            let n = s.unicodeScalars.count
+            guard width > n else { return .string(s) }
+            let total = width - n, left = total / 2 + (total & width & 1)
+            return .string(String(repeating: " ", count: left) + s + String(repeating: " ", count: total - left))
+        case "format":
+            // Jinja2's format filter: Python's `value % args`
+            let fmt = try requireString(v, name, line: line)
+            if !kwargs.isEmpty { return .string(try percentFormat(fmt, .object(JinjaObject(kwargs)), line: line)) }
+            return .string(try percentFormat(fmt, .array(args), line: line))
+        default:
+            return nil
+        }
+    }
+
+    /// Number filters (`int`, `float`, `abs`, `round`, `sum`, `min`/`max`); nil: not one of them.
+    static func numberFilter(_ name: String, _ v: JinjaValue, _ args: [JinjaValue], _ kwargs: [(String, JinjaValue)], _ line: Int) throws -> JinjaValue? {
+        switch name {
         case "int":
             let def = arg(args, kwargs, 0, "default") ?? .int(0)
             switch v {
@@ -244,36 +236,6 @@ enum JinjaBuiltins {
             default: r = (x * m).rounded(.toNearestOrAwayFromZero) / m
             }
             return .double(r)
-        case "replace":
-            let s = try requireString(v, name, line: line)
-            guard let old = try stringArg(arg(args, kwargs, 0, "old"), "replace's old", line: line),
-                  let new = try stringArg(arg(args, kwargs, 1, "new"), "replace's new", line: line) else {
-                throw JinjaError.runtime(line: line, message: "replace needs two strings")
-            }
-            let count = arg(args, kwargs, 2, "count")?.intIndex ?? -1
-            return .string(replace(s, old, new, count: count))
-        case "indent":
-            let s = try requireString(v, name, line: line)
-            var width = "    "
-            if let w = arg(args, kwargs, 0, "width") {
-                if case let .string(t) = w { width = t } else if let n = w.intIndex { width = String(repeating: " ", count: n) }
-            }
-            let first = arg(args, kwargs, 1, "first")?.truthy ?? false
-            let blank = arg(args, kwargs, 2, "blank")?.truthy ?? false
-            var lines = split(s, "\n")
-            for k in lines.indices where k > 0 || first {
-                if blank || !lines[k].isEmpty { lines[k] = width + lines[k] }
-            }
-            return .string(lines.joined(separator: "\n"))
-        case "wordcount":
-            return .int(splitWhitespace(try requireString(v, name, line: line)).count)
-        case "center":
-            let s = try requireString(v, name, line: line)
-            let width = arg(args, kwargs, 0, "width")?.intIndex ?? 80
-            let n = s.unicodeScalars.count
-            guard width > n else { return .string(s) }
-            let total = width - n, left = total / 2 + (total & width & 1)
-            return .string(String(repeating: " ", count: left) + s + String(repeating: " ", count: total - left))
         case "sum":
             var items = try JinjaEvaluator.iterate(v, line: line)
             if let a = try stringArg(arg(args, kwargs, 0, "attribute"), "sum's attribute", line: line) {
@@ -290,6 +252,43 @@ enum JinjaBuiltins {
                 if (name == "min") == less && !x.pyEquals(best) { best = x }
             }
             return best
+        default:
+            return nil
+        }
+    }
+
+    /// Sequence filters (`length`, `join`, `items`, `first`, `sort`, `dictsort`, `batch`, …); nil: not one of them.
+    static func sequenceFilter(_ name: String, _ v: JinjaValue, _ args: [JinjaValue], _ kwargs: [(String, JinjaValue)], _ line: Int) throws -> JinjaValue? {
+        switch name {
+        case "length", "count":
+            switch v {
+            case let .string(s): return .int(s.unicodeScalars.count)
+            case let .array(a): return .int(a.count)
+            case let .object(o): return .int(o.entries.count)
+            case .undefined: return .int(0)
+            default: throw JinjaError.runtime(line: line, message: "object of type '\(v.typeName)' has no len()")
+            }
+        case "join":
+            let sep = try stringArg(arg(args, kwargs, 0, "d"), "join's separator", line: line) ?? ""
+            var items = try JinjaEvaluator.iterate(v, line: line)
+            if let a = try stringArg(arg(args, kwargs, 1, "attribute"), "join's attribute", line: line) {
+                items = try items.map { try attributePath($0, a, line: line) }
+            }
+            return .string(try items.map { try text($0, line: line) }.joined(separator: sep))
+        case "items":
+            switch v {
+            case let .object(o): return .array(o.entries.map { .array([.string($0.0), $0.1]) })
+            case .undefined: return .array([])
+            default: throw JinjaError.runtime(line: line, message: "can only get item pairs from a mapping, not \(v.typeName)")
+            }
+        case "list": return .array(try JinjaEvaluator.iterate(v, line: line))
+        case "first":
+            return try JinjaEvaluator.iterate(v, line: line).first ?? .undefined("No first item, sequence was empty.")
+        case "last":
+            return try JinjaEvaluator.iterate(v, line: line).last ?? .undefined("No last item, sequence was empty.")
+        case "reverse":
+            if case let .string(s) = v { return .string(string(s.unicodeScalars.reversed())) }
+            return .array(try JinjaEvaluator.iterate(v, line: line).reversed())
         case "unique":
             var out: [JinjaValue] = []
             for x in try JinjaEvaluator.iterate(v, line: line) where !out.contains(where: { $0.pyEquals(x) }) { out.append(x) }
@@ -329,6 +328,38 @@ enum JinjaBuiltins {
             }
             if let err { throw err }
             return .array(sorted.map { .array([.string($0.element.0), $0.element.1]) })
+        case "batch":
+            guard let n = args.first?.intIndex, n > 0 else { throw JinjaError.runtime(line: line, message: "batch needs a positive size") }
+            let items = try JinjaEvaluator.iterate(v, line: line)
+            return .array(stride(from: 0, to: items.count, by: n).map { .array(Array(items[$0..<min($0 + n, items.count)])) })
+        default:
+            return nil
+        }
+    }
+
+    /// Filters over any value (`default`, `tojson`, `map`, `select`/`reject`(`attr`), `attr`); nil: not one of them.
+    static func valueFilter(_ name: String, _ v: JinjaValue, _ args: [JinjaValue], _ kwargs: [(String, JinjaValue)], _ line: Int) throws -> JinjaValue? {
+        switch name {
+        case "default", "d":
+            let def = arg(args, kwargs, 0, "default_value") ?? .string("")
+            let boolean = arg(args, kwargs, 1, "boolean")?.truthy ?? false
+            if v.isUndefined || (boolean && !v.truthy) { return def }
+            return v
+        case "tojson":
+            let ensureASCII = arg(args, kwargs, 99, "ensure_ascii")?.truthy ?? false
+            var indent: String?
+            if let i = arg(args, kwargs, 0, "indent"), !i.isNone {
+                switch i {
+                case let .int(n): indent = String(repeating: " ", count: max(0, n))
+                case let .string(s): indent = s
+                default: throw JinjaError.runtime(line: line, message: "tojson's indent must be an integer or a string")
+                }
+            }
+            var separators: (String, String)?
+            if let s = arg(args, kwargs, 99, "separators"), case let .array(p) = s, p.count == 2,
+               case let .string(a) = p[0], case let .string(b) = p[1] { separators = (a, b) }
+            let sortKeys = arg(args, kwargs, 99, "sort_keys")?.truthy ?? false
+            return .string(try JinjaJSON.dumps(v, ensureASCII: ensureASCII, indent: indent, separators: separators, sortKeys: sortKeys, line: line))
         case "map":
             let items = try JinjaEvaluator.iterate(v, line: line)
             if let a = try stringArg(arg(args, kwargs, 99, "attribute"), "map's attribute", line: line) {
@@ -363,20 +394,11 @@ enum JinjaBuiltins {
                 let passes = try testName.map { try test($0, subject, args: testArgs, line: line) } ?? subject.truthy
                 return passes == keep
             })
-        case "format":
-            // Jinja2's format filter: Python's `value % args`
-            let fmt = try requireString(v, name, line: line)
-            if !kwargs.isEmpty { return .string(try percentFormat(fmt, .object(JinjaObject(kwargs)), line: line)) }
-            return .string(try percentFormat(fmt, .array(args), line: line))
         case "attr":
             guard let a = try stringArg(args.first, "attr's name", line: line) else { throw JinjaError.runtime(line: line, message: "attr needs a name") }
             return try JinjaEvaluator.attribute(v, a, line: line)
-        case "batch":
-            guard let n = args.first?.intIndex, n > 0 else { throw JinjaError.runtime(line: line, message: "batch needs a positive size") }
-            let items = try JinjaEvaluator.iterate(v, line: line)
-            return .array(stride(from: 0, to: items.count, by: n).map { .array(Array(items[$0..<min($0 + n, items.count)])) })
         default:
-            throw JinjaError.runtime(line: line, message: "no filter named '\(name)'")
+            return nil
         }
     }
 
@@ -455,6 +477,9 @@ enum JinjaBuiltins {
         }
         return out
     }
+
+    /// MarkupSafe's escape, as Jinja2's `escape` filter.
+    static let htmlEscaper = ScalarEscaper(["&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&#34;", "'": "&#39;"])
 
     /// Python's `str.format` for `{}`, `{0}`, `{name}` and `{{` / `}}` (no format specs).
     static func braceFormat(_ fmt: String, _ args: [JinjaValue], _ kwargs: [(String, JinjaValue)], line: Int) throws -> String {
@@ -548,108 +573,10 @@ enum JinjaBuiltins {
 
     /// `str`, `dict` and `list` methods as bound callables; nil when `v` has no such method.
     static func method(_ v: JinjaValue, _ name: String, line: Int) -> JinjaValue? {
-        func bound(_ body: @escaping ([JinjaValue], [(String, JinjaValue)], Int) throws -> JinjaValue) -> JinjaValue {
-            .callable(JinjaCallable(name, body))
-        }
+        func bound(_ body: @escaping ([JinjaValue], [(String, JinjaValue)], Int) throws -> JinjaValue) -> JinjaValue { Self.bound(name, body) }
         switch v {
         case let .string(s):
-            switch name {
-            case "strip", "lstrip", "rstrip":
-                return bound { a, kw, l in
-                    let chars = try stringArg(arg(a, kw, 0, "chars"), "\(name)'s chars", line: l)
-                    return .string(strip(s, chars, leading: name != "rstrip", trailing: name != "lstrip"))
-                }
-            case "upper": return bound { _, _, _ in .string(s.uppercased()) }
-            case "lower": return bound { _, _, _ in .string(s.lowercased()) }
-            case "title": return bound { _, _, _ in .string(title(s)) }
-            case "capitalize": return bound { _, _, _ in .string(capitalize(s)) }
-            case "split", "rsplit":
-                return bound { a, kw, l in
-                    let sep = try stringArg(arg(a, kw, 0, "sep"), "split's separator", line: l)
-                    let maxSplit = arg(a, kw, 1, "maxsplit")?.intIndex ?? -1
-                    if let sep {
-                        guard !sep.isEmpty else { throw JinjaError.runtime(line: l, message: "empty separator") }
-                        if name == "rsplit" && maxSplit >= 0 {
-                            let rev = { (x: String) in string(x.unicodeScalars.reversed()) }
-                            return .array(split(rev(s), rev(sep), maxSplit: maxSplit).reversed().map { .string(rev($0)) })
-                        }
-                        return .array(split(s, sep, maxSplit: maxSplit).map { .string($0) })
-                    }
-                    return .array(splitWhitespace(s, maxSplit: name == "split" ? maxSplit : -1).map { .string($0) })
-                }
-            case "splitlines":
-                return bound { _, _, _ in
-                    var lines = split(s.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\r", with: "\n"), "\n")
-                    if lines.last == "" { lines.removeLast() }
-                    return .array(lines.map { .string($0) })
-                }
-            case "startswith", "endswith":
-                return bound { a, _, l in
-                    guard let p = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs an argument") }
-                    var options: [String] = []
-                    switch p {
-                    case let .string(x): options = [x]
-                    case let .array(xs): options = xs.compactMap { if case let .string(x) = $0 { return x } else { return nil } }
-                    default: throw JinjaError.runtime(line: l, message: "\(name) first arg must be str or a tuple of str")
-                    }
-                    let u = scalars(s)
-                    return .bool(options.contains { o in
-                        let w = scalars(o)
-                        guard w.count <= u.count else { return false }
-                        return name == "startswith" ? u.prefix(w.count).elementsEqual(w) : u.suffix(w.count).elementsEqual(w)
-                    })
-                }
-            case "replace":
-                return bound { a, _, l in
-                    guard a.count >= 2, case let .string(old) = a[0], case let .string(new) = a[1] else {
-                        throw JinjaError.runtime(line: l, message: "replace needs two strings")
-                    }
-                    return .string(replace(s, old, new, count: a.count > 2 ? a[2].intIndex ?? -1 : -1))
-                }
-            case "find", "index", "count":
-                return bound { a, _, l in
-                    guard case let .string(sub)? = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs a string") }
-                    if name == "count" {
-                        if sub.isEmpty { return .int(s.unicodeScalars.count + 1) }
-                        return .int(split(s, sub).count - 1)
-                    }
-                    if let i = find(s, sub) { return .int(i) }
-                    if name == "index" { throw JinjaError.runtime(line: l, message: "substring not found") }
-                    return .int(-1)
-                }
-            case "join":
-                return bound { a, _, l in
-                    guard let items = a.first else { throw JinjaError.runtime(line: l, message: "join needs an iterable") }
-                    return .string(try JinjaEvaluator.iterate(items, line: l).map { x -> String in
-                        guard case let .string(t) = x else { throw JinjaError.runtime(line: l, message: "sequence item: expected str instance, \(x.typeName) found") }
-                        return t
-                    }.joined(separator: s))
-                }
-            case "isdigit", "isalpha", "isspace", "isalnum", "islower", "isupper":
-                return bound { _, _, _ in
-                    let u = scalars(s)
-                    guard !u.isEmpty else { return .bool(false) }
-                    switch name {
-                    case "isdigit": return .bool(u.allSatisfy { $0.properties.numericType != nil })
-                    case "isalpha": return .bool(u.allSatisfy { $0.properties.isAlphabetic })
-                    case "isspace": return .bool(u.allSatisfy(JinjaLexer.isSpace))
-                    case "isalnum": return .bool(u.allSatisfy { $0.properties.isAlphabetic || $0.properties.numericType != nil })
-                    case "islower": return .bool(s.lowercased() == s && s.uppercased() != s)
-                    default: return .bool(s.uppercased() == s && s.lowercased() != s)
-                    }
-                }
-            case "format":
-                return bound { a, kw, l in .string(try braceFormat(s, a, kw, line: l)) }
-            case "removeprefix", "removesuffix":
-                return bound { a, _, l in
-                    guard case let .string(x)? = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs a string") }
-                    let u = scalars(s), w = scalars(x)
-                    if name == "removeprefix", u.count >= w.count, u.prefix(w.count).elementsEqual(w) { return .string(string(u.dropFirst(w.count))) }
-                    if name == "removesuffix", !w.isEmpty, u.count >= w.count, u.suffix(w.count).elementsEqual(w) { return .string(string(u.dropLast(w.count))) }
-                    return .string(s)
-                }
-            default: return nil
-            }
+            return stringMethod(s, name)
         case let .object(o):
             switch name {
             case "items": return bound { _, _, _ in .array(o.entries.map { .array([.string($0.0), $0.1]) }) }
@@ -673,6 +600,113 @@ enum JinjaBuiltins {
             }
         default:
             return nil
+        }
+    }
+
+    /// A method of a value as a callable named after the method.
+    static func bound(_ name: String, _ body: @escaping ([JinjaValue], [(String, JinjaValue)], Int) throws -> JinjaValue) -> JinjaValue {
+        .callable(JinjaCallable(name, body))
+    }
+
+    /// Python `str` methods (`strip`, `split`, `startswith`, `replace`, `format`, …); nil: no such method.
+    static func stringMethod(_ s: String, _ name: String) -> JinjaValue? {
+        func bound(_ body: @escaping ([JinjaValue], [(String, JinjaValue)], Int) throws -> JinjaValue) -> JinjaValue { Self.bound(name, body) }
+        switch name {
+        case "strip", "lstrip", "rstrip":
+            return bound { a, kw, l in
+                let chars = try stringArg(arg(a, kw, 0, "chars"), "\(name)'s chars", line: l)
+                return .string(strip(s, chars, leading: name != "rstrip", trailing: name != "lstrip"))
+            }
+        case "upper": return bound { _, _, _ in .string(s.uppercased()) }
+        case "lower": return bound { _, _, _ in .string(s.lowercased()) }
+        case "title": return bound { _, _, _ in .string(title(s)) }
+        case "capitalize": return bound { _, _, _ in .string(capitalize(s)) }
+        case "split", "rsplit":
+            return bound { a, kw, l in
+                let sep = try stringArg(arg(a, kw, 0, "sep"), "split's separator", line: l)
+                let maxSplit = arg(a, kw, 1, "maxsplit")?.intIndex ?? -1
+                if let sep {
+                    guard !sep.isEmpty else { throw JinjaError.runtime(line: l, message: "empty separator") }
+                    if name == "rsplit" && maxSplit >= 0 {
+                        let rev = { (x: String) in string(x.unicodeScalars.reversed()) }
+                        return .array(split(rev(s), rev(sep), maxSplit: maxSplit).reversed().map { .string(rev($0)) })
+                    }
+                    return .array(split(s, sep, maxSplit: maxSplit).map { .string($0) })
+                }
+                return .array(splitWhitespace(s, maxSplit: name == "split" ? maxSplit : -1).map { .string($0) })
+            }
+        case "splitlines":
+            return bound { _, _, _ in
+                var lines = split(s.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\r", with: "\n"), "\n")
+                if lines.last == "" { lines.removeLast() }
+                return .array(lines.map { .string($0) })
+            }
+        case "startswith", "endswith":
+            return bound { a, _, l in
+                guard let p = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs an argument") }
+                var options: [String] = []
+                switch p {
+                case let .string(x): options = [x]
+                case let .array(xs): options = xs.compactMap { if case let .string(x) = $0 { return x } else { return nil } }
+                default: throw JinjaError.runtime(line: l, message: "\(name) first arg must be str or a tuple of str")
+                }
+                let u = scalars(s)
+                return .bool(options.contains { o in
+                    let w = scalars(o)
+                    guard w.count <= u.count else { return false }
+                    return name == "startswith" ? u.prefix(w.count).elementsEqual(w) : u.suffix(w.count).elementsEqual(w)
+                })
+            }
+        case "replace":
+            return bound { a, _, l in
+                guard a.count >= 2, case let .string(old) = a[0], case let .string(new) = a[1] else {
+                    throw JinjaError.runtime(line: l, message: "replace needs two strings")
+                }
+                return .string(replace(s, old, new, count: a.count > 2 ? a[2].intIndex ?? -1 : -1))
+            }
+        case "find", "index", "count":
+            return bound { a, _, l in
+                guard case let .string(sub)? = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs a string") }
+                if name == "count" {
+                    if sub.isEmpty { return .int(s.unicodeScalars.count + 1) }
+                    return .int(split(s, sub).count - 1)
+                }
+                if let i = find(s, sub) { return .int(i) }
+                if name == "index" { throw JinjaError.runtime(line: l, message: "substring not found") }
+                return .int(-1)
+            }
+        case "join":
+            return bound { a, _, l in
+                guard let items = a.first else { throw JinjaError.runtime(line: l, message: "join needs an iterable") }
+                return .string(try JinjaEvaluator.iterate(items, line: l).map { x -> String in
+                    guard case let .string(t) = x else { throw JinjaError.runtime(line: l, message: "sequence item: expected str instance, \(x.typeName) found") }
+                    return t
+                }.joined(separator: s))
+            }
+        case "isdigit", "isalpha", "isspace", "isalnum", "islower", "isupper":
+            return bound { _, _, _ in
+                let u = scalars(s)
+                guard !u.isEmpty else { return .bool(false) }
+                switch name {
+                case "isdigit": return .bool(u.allSatisfy { $0.properties.numericType != nil })
+                case "isalpha": return .bool(u.allSatisfy { $0.properties.isAlphabetic })
+                case "isspace": return .bool(u.allSatisfy(JinjaLexer.isSpace))
+                case "isalnum": return .bool(u.allSatisfy { $0.properties.isAlphabetic || $0.properties.numericType != nil })
+                case "islower": return .bool(s.lowercased() == s && s.uppercased() != s)
+                default: return .bool(s.uppercased() == s && s.lowercased() != s)
+                }
+            }
+        case "format":
+            return bound { a, kw, l in .string(try braceFormat(s, a, kw, line: l)) }
+        case "removeprefix", "removesuffix":
+            return bound { a, _, l in
+                guard case let .string(x)? = a.first else { throw JinjaError.runtime(line: l, message: "\(name) needs a string") }
+                let u = scalars(s), w = scalars(x)
+                if name == "removeprefix", u.count >= w.count, u.prefix(w.count).elementsEqual(w) { return .string(string(u.dropFirst(w.count))) }
+                if name == "removesuffix", !w.isEmpty, u.count >= w.count, u.suffix(w.count).elementsEqual(w) { return .string(string(u.dropLast(w.count))) }
+                return .string(s)
+            }
+        default: return nil
         }
     }
 

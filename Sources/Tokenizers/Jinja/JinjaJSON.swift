@@ -90,22 +90,17 @@ enum JinjaJSON {
     /// Python's `repr(str)`.
     static func pythonRepr(_ s: String) -> String {
         let hasSingle = s.unicodeScalars.contains("'"), hasDouble = s.unicodeScalars.contains("\"")
-        let q: Unicode.Scalar = hasSingle && !hasDouble ? "\"" : "'"
-        var out = String(Character(q))
-        for u in s.unicodeScalars {
-            switch u {
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u == q { out += "\\" + String(Character(q)) } else if u.value < 0x20 || u.value == 0x7F {
-                    out += String(format: "\\x%02x", u.value)
-                } else { out.unicodeScalars.append(u) }
-            }
-        }
-        return out + String(Character(q))
+        let double = hasSingle && !hasDouble
+        return (double ? "\"" : "'") + (double ? reprEscaperDouble : reprEscaperSingle).escape(s) + (double ? "\"" : "'")
     }
+
+    static func reprEscaper(quote: Unicode.Scalar) -> ScalarEscaper {
+        ScalarEscaper(["\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", quote: "\\" + String(Character(quote))]) {
+            $0.value < 0x20 || $0.value == 0x7F ? ScalarEscaper.hexEscape($0) : nil
+        }
+    }
+    static let reprEscaperSingle = reprEscaper(quote: "'")
+    static let reprEscaperDouble = reprEscaper(quote: "\"")
 
     /// Python's `repr(v)` (strings quoted), as inside a printed list or dict.
     static func pythonReprValue(_ v: JinjaValue) -> String {
