@@ -213,7 +213,11 @@ extension GenerateCommand {
             return messages.map(\.jinjaValue)
         }
         let file = args.value("messages")!
-        guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
+        let data: Data
+        do { data = try SafeFile.read(file, limit: 256 << 20) } catch let f as SafeFile.Failure {
+            throw TokenizerError.unreadable(file: file, reason: "the chat file: \(f.reason)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
             throw TokenizerError.unreadable(file: file, reason: "cannot read the file as UTF-8 text")
         }
         let parsed: JinjaValue

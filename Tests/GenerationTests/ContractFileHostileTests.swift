@@ -1,0 +1,41 @@
+import Foundation
+import GraphIR
+import JSON
+@testable import Generation
+import TestSupport
+import XCTest
+
+/// Contract files with values that do not fit the model: one `GenerationError` naming the
+/// file and the key, never a trap or an allocation sized by the file.
+final class ContractFileHostileTests: XCTestCase {
+    func contract(_ json: String, _ model: Model) throws -> GenerationContract {
+        try GenerationContract(json: try JSONValue.parse(json), model: model, file: "c.json")
+    }
+
+    /// tiny_llama_fp16 holds 64 tokens (KV states [1, H, 64, D], mask [1, 1, S, 64]); a larger
+    /// context_length sized the mask tensor of the first call (2 × 10^17 floats: an abort).
+    func testAContextLengthBeyondTheCacheIsRefused() throws {
+        let model = try ModelLoader.load(path: Fixtures.path("tiny_llama_fp16.mlpackage"))
+        for n in ["99999999999999999", "65"] {
+            XCTAssertThrowsError(try contract(#"{"context_length": \#(n)}"#, model), n) { e in
+                XCTAssertEqual("\(e)", "c.json: \"context_length\" \(n) is more than the 64 tokens the model's KV cache and mask hold (their shapes in function 'main')")
+            }
+        }
+        XCTAssertEqual(try contract(#"{"context_length": 32}"#, model).contextLength, 32)
+        XCTAssertEqual(try contract(#"{"context_length": 64}"#, model).contextLength, 64)
+        for n in ["0", "-0", "1e999", "2.5", "\"64\""] {
+            XCTAssertThrowsError(try contract(#"{"context_length": \#(n)}"#, model), n) { e in
+                XCTAssertEqual("\(e)", "c.json: \"context_length\" must be a whole number ≥ 1", n)
+            }
+        }
+    }
+
+    /// A write-offset state the function does not have was taken as given (the run then failed
+    /// on another input, naming neither the file nor the state).
+    func testAWriteOffsetStateMustBeAStateOfTheFunction() throws {
+        let model = try ModelLoader.load(path: Fixtures.path("tiny_llama_fp16.mlpackage"))
+        XCTAssertThrowsError(try contract(#"{"write_offset": {"state": "nope"}}"#, model)) { e in
+            XCTAssertTrue("\(e)".hasPrefix("c.json: \"write_offset\": function 'main' has no state 'nope' (states: "), "\(e)")
+        }
+    }
+}
