@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import Interpreter
 import JSON
 @testable import Generation
 import TestSupport
@@ -36,6 +37,19 @@ final class ContractFileHostileTests: XCTestCase {
         let model = try ModelLoader.load(path: Fixtures.path("tiny_llama_fp16.mlpackage"))
         XCTAssertThrowsError(try contract(#"{"write_offset": {"state": "nope"}}"#, model)) { e in
             XCTAssertTrue("\(e)".hasPrefix("c.json: \"write_offset\": function 'main' has no state 'nope' (states: "), "\(e)")
+        }
+    }
+
+    /// A table of zero columns made a zero block size, then a division by zero per call.
+    func testAProviderTableOfZeroColumnsIsRefused() throws {
+        let dir = try Fixtures.tempDir(self)
+        try Data(repeating: 1, count: 16).write(to: URL(fileURLWithPath: dir + "/t.bin"))
+        let scale = try MappedArray(spec: dir + "/t.bin:fp32:4")
+        for table in ["int8:4,0", "fp16:4,0"] {
+            XCTAssertThrowsError(try TableRowProvider(input: "per_layer_raw", table: try MappedArray(spec: dir + "/t.bin:" + table),
+                                                      scale: table.hasPrefix("int8") ? scale : nil, rowsBy: "input_ids"), table) { e in
+                XCTAssertTrue("\(e)".contains("columns ≥ 1"), "\(e)")
+            }
         }
     }
 }
