@@ -214,7 +214,7 @@ extension GenerateCommand {
         }
         let file = args.value("messages")!
         let data: Data
-        do { data = try SafeFile.read(file, limit: 256 << 20) } catch let f as SafeFile.Failure {
+        do { data = try SafeFile.read(file, limit: 64 << 20) } catch let f as SafeFile.Failure {
             throw TokenizerError.unreadable(file: file, reason: "the chat file: \(f.reason)")
         }
         guard let text = String(data: data, encoding: .utf8) else {

@@ -52,4 +52,24 @@ final class ContractFileHostileTests: XCTestCase {
             }
         }
     }
+
+    /// A contract file is small: one above 16 MiB is refused before it is read (a 100 MB one
+    /// took a minute and 750 MB to parse), and a FIFO is not opened.
+    func testAHugeFileOrAFIFOIsRefusedBeforeReading() throws {
+        let model = try ModelLoader.load(path: Fixtures.path("tiny_llama_fp16.mlpackage"))
+        let dir = try Fixtures.tempDir(self)
+        let big = dir + "/big.json"
+        XCTAssertTrue(FileManager.default.createFile(atPath: big, contents: nil))
+        let h = try FileHandle(forWritingTo: URL(fileURLWithPath: big))
+        try h.truncate(atOffset: 17 << 20)   // sparse: nothing is written
+        try h.close()
+        XCTAssertThrowsError(try GenerationContract(contentsOf: big, model: model)) { e in
+            XCTAssertEqual("\(e)", "\(big): cannot read the contract file (is \(17 << 20) bytes, more than the \(16 << 20)-byte limit)")
+        }
+        let fifo = dir + "/fifo.json"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        XCTAssertThrowsError(try GenerationContract(contentsOf: fifo, model: model)) { e in
+            XCTAssertEqual("\(e)", "\(fifo): cannot read the contract file (is a FIFO (named pipe), not a regular file)")
+        }
+    }
 }
