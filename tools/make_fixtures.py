@@ -73,6 +73,12 @@ def fix_manifest(pkg, fixture_name):
     mpath = os.path.join(pkg, "Manifest.json")
     with open(mpath) as f:
         manifest = json.load(f)
+    # git keeps no empty folder: an item whose folder is empty (the weights of a model without
+    # blobs) would be missing from a clone, and coremltools refuses a manifest item that is missing.
+    for key in [k for k, e in manifest["itemInfoEntries"].items()
+                if os.path.isdir(os.path.join(pkg, "Data", e["path"])) and not os.listdir(os.path.join(pkg, "Data", e["path"]))]:
+        os.rmdir(os.path.join(pkg, "Data", manifest["itemInfoEntries"][key]["path"]))
+        del manifest["itemInfoEntries"][key]
     remap = {}
     for key, entry in manifest["itemInfoEntries"].items():
         remap[key] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"forge-ir/{fixture_name}/{entry['path']}"))

@@ -64,89 +64,27 @@ enum GenerateCommand: Command {
     }
 
     static func run(_ args: ParsedArguments) throws -> Int32 {
-        let path = args.positionals[0]
-        let precision = args.precision
-        let maxTokens = args.int("max-tokens", default: 64)
-        var sampling = SamplingOptions()
-        sampling.temperature = args.float("temperature", default: 0)
-        sampling.topK = args.int("top-k", default: 0)
-        sampling.topP = args.float("top-p", default: 1)
-        sampling.repetitionPenalty = args.float("repetition-penalty", default: 1)
-        guard sampling.temperature >= 0, sampling.temperature.isFinite else {
-            throw UsageError(message: "--temperature must be ≥ 0 (0 = greedy), not \(sampling.temperature)")
-        }
-        guard sampling.topP > 0, sampling.topP <= 1 else {
-            throw UsageError(message: "--top-p must be in (0, 1] (1 = off), not \(sampling.topP)")
-        }
-        guard sampling.repetitionPenalty > 0, sampling.repetitionPenalty.isFinite else {
-            throw UsageError(message: "--repetition-penalty must be > 0 (1 = off), not \(sampling.repetitionPenalty)")
-        }
-        sampling.seed = UInt64(args.int("seed", default: 0))
-        for option in ["template", "template-var"] where !args.values(of: option).isEmpty && args.value("chat") == nil && args.value("messages") == nil {
-            throw UsageError(message: "--\(option) applies to --chat and --messages only")
-        }
-        if args.value("system") != nil && args.value("chat") == nil {
-            throw UsageError(message: "--system applies to --chat only")
-        }
-        let given = ["prompt", "chat", "messages", "prompt-ids"].filter { args.value($0) != nil }
-        guard given.count == 1 else {
-            throw UsageError(message: "give exactly one of --prompt, --chat, --messages, --prompt-ids")
-        }
+        let sampling = try samplingOptions(args)
+        try checkPromptOptions(args)
         let text = try TextCodec.load(args)
-        var stop = Set((args.ints("stop-ids") ?? []).map { Int32($0) })
-        let prompt: [Int32]
-        var promptText: String?
-        var template: ChatTemplate?
-        if let ids = args.value("prompt-ids") {
-            prompt = try parseIDs(ids, option: "prompt-ids")
-        } else {
-            guard let text else {
-                throw UsageError(message: "--prompt, --chat and --messages need --tokenizer")
-            }
-            if args.value("chat") != nil || args.value("messages") != nil {
-                let messages = try chatMessages(args)
-                let t = try text.chatTemplate(args.value("template") ?? "auto")
-                let encoded = try text.encodeChat(messages, template: t, variables: try templateVariables(args))
-                prompt = encoded.ids
-                promptText = encoded.text
-                stop.formUnion(encoded.stopIDs)
-                template = t
-            } else {
-                promptText = args.value("prompt")!
-                prompt = try text.encode(args.value("prompt")!)
-            }
-        }
-        if let text { stop.formUnion(text.defaultStopIDs) }
+        let p = try buildPrompt(args, text: text)
         if args.flag("print-prompt") {
-            if args.flag("json") {
-                var obj: [String: JSONValue] = [
-                    "prompt_ids": .array(prompt.map { .int(Int($0)) }),
-                    "prompt": promptText.map { .string($0) } ?? .null,
-                    "template": template.map { .string($0.name) } ?? .null,
-                    "stop_ids": .array(stop.sorted().map { .int(Int($0)) }),
-                ]
-                if let r = template?.reasoning { obj["reasoning_markers"] = .array([.string(r.open), .string(r.close)]) }
-                Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
-            } else {
-                Console.out(promptText ?? prompt.map(String.init).joined(separator: ","))
-                if promptText == nil { Console.out("\n") }
-            }
+            printPrompt(p, json: args.flag("json"))
             return ExitCode.ok
         }
-
-        let model = try ModelLoader.load(path: path)
-        let generator = try ContractOption.generator(args, model: model, precision: precision)
+        let model = try ModelLoader.load(path: args.positionals[0])
+        let generator = try ContractOption.generator(args, model: model, precision: args.precision)
         if args.flag("profile") { for s in generator.sessions { s.plan.profile = [:] } }
         if let n = args.int("prefill-chunk") { generator.prefillChunk = n }
         let json = args.flag("json")
         var stream = text?.streamingDecoder()
         var printer = ReasoningPrinter(hide: args.flag("hide-reasoning"))
         var router: ReasoningRouter?
-        if let text, let template, let markers = template.reasoning {
+        if let text, let template = p.template, let markers = template.reasoning {
             router = ReasoningRouter(tokenizer: text.tokenizer, markers: markers,
-                                     startInReasoning: promptText.map(template.promptOpensReasoning) ?? false)
+                                     startInReasoning: p.text.map(template.promptOpensReasoning) ?? false)
         }
-        let result = try generator.generate(prompt: prompt, maxTokens: maxTokens, sampling: sampling, stop: stop) { id in
+        let result = try generator.generate(prompt: p.ids, maxTokens: args.int("max-tokens", default: 64), sampling: sampling, stop: p.stop) { id in
             if router != nil {
                 let pieces = router!.push(Int(id))
                 if !json { printer.print(pieces) }
@@ -163,13 +101,104 @@ enum GenerateCommand: Command {
             if router == nil, stream != nil { Console.out(stream!.finish()) }
             Console.out("\n")
         }
+        report(result, prompt: p.ids, text: text, router: router, generator: generator, args: args)
+        return ExitCode.ok
+    }
+
+    /// `--temperature`, `--top-k`, `--top-p`, `--repetition-penalty`, `--seed`, checked.
+    static func samplingOptions(_ args: ParsedArguments) throws -> SamplingOptions {
+        var sampling = SamplingOptions()
+        sampling.temperature = args.float("temperature", default: 0)
+        sampling.topK = args.int("top-k", default: 0)
+        sampling.topP = args.float("top-p", default: 1)
+        sampling.repetitionPenalty = args.float("repetition-penalty", default: 1)
+        guard sampling.temperature >= 0, sampling.temperature.isFinite else {
+            throw UsageError(message: "--temperature must be ≥ 0 (0 = greedy), not \(sampling.temperature)")
+        }
+        guard sampling.topP > 0, sampling.topP <= 1 else {
+            throw UsageError(message: "--top-p must be in (0, 1] (1 = off), not \(sampling.topP)")
+        }
+        guard sampling.repetitionPenalty > 0, sampling.repetitionPenalty.isFinite else {
+            throw UsageError(message: "--repetition-penalty must be > 0 (1 = off), not \(sampling.repetitionPenalty)")
+        }
+        sampling.seed = UInt64(args.int("seed", default: 0))
+        return sampling
+    }
+
+    /// Exactly one prompt form; the chat options only with a chat prompt.
+    static func checkPromptOptions(_ args: ParsedArguments) throws {
+        for option in ["template", "template-var"] where !args.values(of: option).isEmpty && args.value("chat") == nil && args.value("messages") == nil {
+            throw UsageError(message: "--\(option) applies to --chat and --messages only")
+        }
+        if args.value("system") != nil && args.value("chat") == nil {
+            throw UsageError(message: "--system applies to --chat only")
+        }
+        let given = ["prompt", "chat", "messages", "prompt-ids"].filter { args.value($0) != nil }
+        guard given.count == 1 else {
+            throw UsageError(message: "give exactly one of --prompt, --chat, --messages, --prompt-ids")
+        }
+    }
+
+    /// The prompt's ids, its text (nil for `--prompt-ids`), the chat template used and the stop ids.
+    struct Prompt {
+        var ids: [Int32]
+        var text: String?
+        var template: ChatTemplate?
+        var stop: Set<Int32>
+    }
+
+    static func buildPrompt(_ args: ParsedArguments, text: TextCodec?) throws -> Prompt {
+        var p = Prompt(ids: [], text: nil, template: nil, stop: Set((args.ints("stop-ids") ?? []).map { Int32($0) }))
+        if let ids = args.value("prompt-ids") {
+            p.ids = try parseIDs(ids, option: "prompt-ids")
+        } else {
+            guard let text else {
+                throw UsageError(message: "--prompt, --chat and --messages need --tokenizer")
+            }
+            if args.value("chat") != nil || args.value("messages") != nil {
+                let messages = try chatMessages(args)
+                let t = try text.chatTemplate(args.value("template") ?? "auto")
+                let encoded = try text.encodeChat(messages, template: t, variables: try templateVariables(args))
+                p.ids = encoded.ids
+                p.text = encoded.text
+                p.stop.formUnion(encoded.stopIDs)
+                p.template = t
+            } else {
+                p.text = args.value("prompt")!
+                p.ids = try text.encode(args.value("prompt")!)
+            }
+        }
+        if let text { p.stop.formUnion(text.defaultStopIDs) }
+        return p
+    }
+
+    /// `--print-prompt`: the rendered prompt (text, else ids), or its JSON.
+    static func printPrompt(_ p: Prompt, json: Bool) {
+        if json {
+            var obj: [String: JSONValue] = [
+                "prompt_ids": .array(p.ids.map { .int(Int($0)) }),
+                "prompt": p.text.map { .string($0) } ?? .null,
+                "template": p.template.map { .string($0.name) } ?? .null,
+                "stop_ids": .array(p.stop.sorted().map { .int(Int($0)) }),
+            ]
+            if let r = p.template?.reasoning { obj["reasoning_markers"] = .array([.string(r.open), .string(r.close)]) }
+            Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
+        } else {
+            Console.out(p.text ?? p.ids.map(String.init).joined(separator: ","))
+            if p.text == nil { Console.out("\n") }
+        }
+    }
+
+    /// The speed summary on stderr, the `--json` result on stdout, and `--profile`'s tables.
+    static func report(_ result: GenerationResult, prompt: [Int32], text: TextCodec?, router: ReasoningRouter?,
+                       generator: Generator, args: ParsedArguments) {
         let peak = peakResidentBytes()
         var summary = String(format: "prompt: %d tokens, %.1f tok/s · generation: %d tokens, %.1f tok/s",
                              prompt.count, result.prefillTokensPerSecond, result.tokenIDs.count, result.decodeTokensPerSecond)
         if result.stopReason == "context_full" {
             summary += " · stopped: the model's context (\(generator.contract.contextLength) tokens) is full"
         }
-        if json {
+        if args.flag("json") {
             var obj: [String: JSONValue] = [
                 "prompt_ids": .array(prompt.map { .int(Int($0)) }),
                 "token_ids": .array(result.tokenIDs.map { .int(Int($0)) }),
@@ -198,7 +227,6 @@ enum GenerateCommand: Command {
                 Console.err(s.plan.profileReport())
             }
         }
-        return ExitCode.ok
     }
 }
 

@@ -52,19 +52,8 @@ enum RunCommand: Command {
     static func run(_ args: ParsedArguments) throws -> Int32 {
         let path = args.positionals[0]
         let precision = args.precision
-        var singles: [(name: String, file: String)] = []
-        for item in args.values(of: "input") {
-            guard let eq = item.firstIndex(of: "="), eq != item.startIndex else {
-                throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'")
-            }
-            singles.append((String(item[..<eq]), String(item[item.index(after: eq)...])))
-        }
-        for option in ["out", "state-out"] {
-            var isDir: ObjCBool = false
-            if let dir = args.value(option), FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), !isDir.boolValue {
-                throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)")
-            }
-        }
+        let singles = try singleInputs(args)
+        try refuseFileAsFolder(args, ["out", "state-out"])
         let observed = try observedValues(args)
         if observed != .none && args.value("out") == nil {
             throw UsageError(message: "--outputs needs --out DIR (where the .npy files go)")
@@ -74,52 +63,22 @@ enum RunCommand: Command {
         let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed,
                                   int8Activations: args.flag("int8-activations"))
         try StaticInputOption.bind(args, plan: session.plan)
-        let repeats = args.int("repeat", default: 0)
-        // Inputs are read knowing the dtypes they feed, so they convert as Core ML converts them.
-        let allowLossy = args.flag("allow-lossy-inputs")
-        let warn: (String) -> Void = { Console.err("\(ArgumentParser.toolName): warning: \($0)\n") }
-        var targets: [String: DType] = [:]
-        for v in session.function.inputs { if let t = v.type.tensorType { targets[v.name] = t.dtype } }
-        var inputs: [String: Tensor] = [:]
-        if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz, targets: targets, allowLossy: allowLossy, warn: warn) }
-        for (name, file) in singles {
-            inputs[name] = try NPY.read(path: file, target: targets[name], allowLossy: allowLossy, warn: warn)
-        }
-        if case let .values(names) = observed {
-            var known = Set<String>()
-            session.function.body.walk { op in for v in op.outputs { known.insert(v.name) } }
-            let unknown = names.subtracting(known).sorted()
-            if !unknown.isEmpty {
-                throw RunCLIError("--outputs: no op output named \(unknown.prefix(5).map { "'\($0)'" }.joined(separator: ", ")) in function '\(session.function.name)' (value names, left of '=' in 'forge-ir dump')")
-            }
-        }
+        let inputs = try readInputs(args, singles: singles, session: session)
+        try checkObserved(observed, in: session)
         if let dir = args.value("save-inputs") {
             let w = try ValueFiles.Writer(directory: dir, maxBytes: Int.max, function: nil, widenHalf: false)
             for v in session.function.inputs where !v.type.isState { if let t = inputs[v.name] { w.write(v.name, t) } }
             try w.finish(model: path, function: session.function.name, precision: precision.rawValue)
         }
-        if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) }
+        try loadStates(args, session)
         var writer: ValueFiles.Writer?
         if observed != .none, let dir = args.value("out") {
             let w = try ValueFiles.Writer(directory: dir, maxBytes: maxBytes, function: session.function, widenHalf: precision == .fp32)
             session.plan.valueObserver = { name, t in w.write(name, t) }
             writer = w
         }
-        var samples: [Double] = []
-        var outputs: [String: Tensor] = [:]
-        for call in 0...repeats {
-            // The profile covers the timed calls only (the warm-up evaluates the constants).
-            if args.flag("profile") && (repeats == 0 || call == 1) { session.plan.profile = [:] }
-            if call > 0 {
-                if let dir = args.value("state-in") { try session.states.load(from: dir, allowLossy: allowLossy, warn: warn) } else { session.states.reset() }
-            }
-            let start = DispatchTime.now().uptimeNanoseconds
-            outputs = try session.predict(inputs)
-            let dt = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-            if repeats == 0 || call > 0 { samples.append(dt) }
-        }
-        let sorted = samples.sorted()
-        let seconds = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+        let repeats = args.int("repeat", default: 0)
+        let (outputs, samples) = try timedCalls(args, session: session, inputs: inputs, repeats: repeats)
         session.plan.valueObserver = nil
         if args.flag("profile") {
             Console.err(session.plan.profileReport())
@@ -137,6 +96,87 @@ enum RunCommand: Command {
             Console.err("wrote \(w.entries.count) values (\(w.bytes) bytes) to \(w.directory)\n")
         }
         if let dir = args.value("state-out") { try session.states.save(to: dir) }
+        report(args, session: session, outputs: outputs, samples: samples, repeats: repeats)
+        return ExitCode.ok
+    }
+
+    /// `--input NAME=FILE.npy`, repeatable.
+    static func singleInputs(_ args: ParsedArguments) throws -> [(name: String, file: String)] {
+        try args.values(of: "input").map { item in
+            guard let eq = item.firstIndex(of: "="), eq != item.startIndex else {
+                throw UsageError(message: "--input takes NAME=FILE.npy, got '\(item)'")
+            }
+            return (String(item[..<eq]), String(item[item.index(after: eq)...]))
+        }
+    }
+
+    static func refuseFileAsFolder(_ args: ParsedArguments, _ options: [String]) throws {
+        for option in options {
+            var isDir: ObjCBool = false
+            if let dir = args.value(option), FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), !isDir.boolValue {
+                throw UsageError(message: "--\(option) \(dir) is a file; give a folder (created if missing)")
+            }
+        }
+    }
+
+    static func lossyWarning(_ message: String) { Console.err("\(ArgumentParser.toolName): warning: \(message)\n") }
+
+    /// `--inputs` then `--input`, read knowing the dtypes they feed, so they convert as Core ML
+    /// converts them.
+    static func readInputs(_ args: ParsedArguments, singles: [(name: String, file: String)], session: Session) throws -> [String: Tensor] {
+        let allowLossy = args.flag("allow-lossy-inputs")
+        var targets: [String: DType] = [:]
+        for v in session.function.inputs { if let t = v.type.tensorType { targets[v.name] = t.dtype } }
+        var inputs: [String: Tensor] = [:]
+        if let npz = args.value("inputs") { inputs = try NPZ.read(path: npz, targets: targets, allowLossy: allowLossy, warn: lossyWarning) }
+        for (name, file) in singles {
+            inputs[name] = try NPY.read(path: file, target: targets[name], allowLossy: allowLossy, warn: lossyWarning)
+        }
+        return inputs
+    }
+
+    /// `--outputs a,b`: every name must be an op output of the function.
+    static func checkObserved(_ observed: ObservedValues, in session: Session) throws {
+        guard case let .values(names) = observed else { return }
+        var known = Set<String>()
+        session.function.body.walk { op in for v in op.outputs { known.insert(v.name) } }
+        let unknown = names.subtracting(known).sorted()
+        if !unknown.isEmpty {
+            throw RunCLIError("--outputs: no op output named \(unknown.prefix(5).map { "'\($0)'" }.joined(separator: ", ")) in function '\(session.function.name)' (value names, left of '=' in 'forge-ir dump')")
+        }
+    }
+
+    /// `--state-in DIR`, else zeros.
+    static func loadStates(_ args: ParsedArguments, _ session: Session) throws {
+        if let dir = args.value("state-in") {
+            try session.states.load(from: dir, allowLossy: args.flag("allow-lossy-inputs"), warn: lossyWarning)
+        } else {
+            session.states.reset()
+        }
+    }
+
+    /// One call, or `repeats` timed calls after an untimed one, each from the starting states.
+    static func timedCalls(_ args: ParsedArguments, session: Session, inputs: [String: Tensor], repeats: Int) throws
+        -> (outputs: [String: Tensor], seconds: [Double]) {
+        var samples: [Double] = []
+        var outputs: [String: Tensor] = [:]
+        for call in 0...repeats {
+            // The profile covers the timed calls only (the warm-up evaluates the constants).
+            if args.flag("profile") && (repeats == 0 || call == 1) { session.plan.profile = [:] }
+            if call > 0 { try loadStates(args, session) }
+            let start = DispatchTime.now().uptimeNanoseconds
+            outputs = try session.predict(inputs)
+            let dt = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            if repeats == 0 || call > 0 { samples.append(dt) }
+        }
+        return (outputs, samples)
+    }
+
+    /// The outputs' names, dtypes, shapes and checksums, and the (median) time: text or `--json`.
+    static func report(_ args: ParsedArguments, session: Session, outputs: [String: Tensor], samples: [Double], repeats: Int) {
+        let precision = args.precision
+        let sorted = samples.sorted()
+        let seconds = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         let names = session.function.outputs.map(\.name)
         if args.flag("json") {
             var outs: [JSONValue] = []
@@ -160,8 +200,7 @@ enum RunCommand: Command {
                 obj["seconds_min"] = .double(sorted[0])
                 obj["threads"] = .int(KernelISA.threads)
             }
-            let json = JSONValue.object(obj)
-            Console.out(json.render(pretty: true) + "\n")
+            Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
         } else {
             for n in names {
                 let t = outputs[n]!
@@ -170,7 +209,6 @@ enum RunCommand: Command {
             Console.err(String(format: "ran '%@' in %.3f s%@ (%@)\n", session.function.name, seconds,
                                repeats > 0 ? " (median of \(repeats) after a warm-up)" : "", precision.rawValue))
         }
-        return ExitCode.ok
     }
 
     /// `--outputs a,b` / `all`.

@@ -128,23 +128,20 @@ public struct DimExpr: Hashable, Sendable, CustomStringConvertible, ExpressibleB
     }
 
     /// Replaces bound symbols by their values and re-simplifies.
-    public func substituting(_ binding: [String: Int]) -> DimExpr {
-        var out = DimExpr(0)
-        for (m, c) in terms {
-            var p = DimExpr(c)
-            for a in m.atoms { p = p * a.substituting(binding) }
-            out = out + p
-        }
-        return out
-    }
+    public func substituting(_ binding: [String: Int]) -> DimExpr { mapAtoms { $0.substituting(binding) } }
 
     /// Renames symbols (used to merge the names of one flexible dimension).
     public func renaming(_ map: [String: String]) -> DimExpr {
         guard !map.isEmpty else { return self }
+        return mapAtoms { $0.renaming(map) }
+    }
+
+    /// The sum of products with every atom replaced by `f(atom)`, re-simplified.
+    func mapAtoms(_ f: (DimAtom) -> DimExpr) -> DimExpr {
         var out = DimExpr(0)
         for (m, c) in terms {
             var p = DimExpr(c)
-            for a in m.atoms { p = p * a.renaming(map) }
+            for a in m.atoms { p = p * f(a) }
             out = out + p
         }
         return out
