@@ -222,9 +222,9 @@ struct ContractFileReader {
                 switch mo["masked_value"] {
                 case nil: break
                 case let .int(i)?: masked = Float(i)
-                case let .double(d)?: masked = Float(d)
+                case let .double(d)? where Float(d).isFinite: masked = Float(d)
                 case let .string(s)? where s == "-inf": masked = -.infinity
-                default: throw bad("mask.masked_value", "a number or \"-inf\"")
+                default: throw bad("mask.masked_value", "a number within fp32's range or \"-inf\"")
                 }
                 mask = GenerationContract.Mask(name: name, dtype: t.dtype, window: window, maskedValue: masked)
             default: throw bad("mask", "null or an object with \"input\"")

@@ -72,4 +72,16 @@ final class ContractFileHostileTests: XCTestCase {
             XCTAssertEqual("\(e)", "\(fifo): cannot read the contract file (is a FIFO (named pipe), not a regular file)")
         }
     }
+
+    /// `1e999` parses as +inf (as Python's json does): as a masked value it was taken, and shown
+    /// as "-inf".
+    func testAMaskedValueBeyondFP32IsRefused() throws {
+        let model = try ModelLoader.load(path: Fixtures.path("tiny_llama_fp16.mlpackage"))
+        for v in ["1e999", "-1e39"] {
+            XCTAssertThrowsError(try contract(#"{"mask": {"input": "causal_mask", "masked_value": \#(v)}}"#, model), v) { e in
+                XCTAssertEqual("\(e)", "c.json: \"mask.masked_value\" must be a number within fp32's range or \"-inf\"")
+            }
+        }
+        XCTAssertEqual(try contract(#"{"mask": {"input": "causal_mask", "masked_value": -1e4}}"#, model).mask?.maskedValue, -1e4)
+    }
 }
