@@ -23,4 +23,16 @@ extension CLITests {
             XCTAssertEqual(r.stderr, "forge-ir: error: \(dir)/\(name): \(want)\n")
         }
     }
+
+    /// `--pass-option .=x` trapped (an empty pass name indexed an empty split); a key no pass
+    /// reads (`specialize_sequence.size=1`, a typo) was accepted and ignored.
+    func testAPassOptionNoPassReadsIsAUsageError() throws {
+        let dir = try tempDir()
+        for o in [".=x", "specialize_sequence.size=1", "specialize_sequence=1", "=1"] {
+            let r = try run(["optimize", "models-ir/tiny_llama_fp16.mlpackage", "-o", dir + "/o.mlpackage", "--passes", "specialize_sequence", "--pass-option", o])
+            XCTAssertEqual(r.status, 64, o + ": " + r.stderr)
+            XCTAssertTrue(r.stderr.hasPrefix("forge-ir: error: --pass-option takes <pass>.<key>=<value> (options: specialize_sequence.sizes), got '\(o)'\n"), r.stderr)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/o.mlpackage"))
+    }
 }

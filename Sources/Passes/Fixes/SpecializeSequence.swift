@@ -4,6 +4,8 @@ import GraphIR
 /// `pass.key` → value. Read by the passes that take options; set before a pass manager runs.
 public enum PassOptions {
     nonisolated(unsafe) public static var values: [String: String] = [:]
+    /// The `pass.key` options some pass reads (anything else is a typo to refuse).
+    public static let known: [String] = ["\(SpecializeSequence.name).sizes"]
 }
 
 /// `specialize_sequence`: rewrites each function with a flexible sequence dimension (a RangeDim
