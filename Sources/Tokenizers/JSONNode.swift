@@ -60,8 +60,9 @@ struct JSONNode {
     }
 
     /// Largest token id read: the id tables are dense arrays of `maxTokenID + 1` entries (the
-    /// largest vocabularies in use have ~262k ids), so a hostile id cannot allocate gigabytes.
-    static let maxTokenID = (1 << 24) - 1
+    /// largest vocabularies in use have ~262k ids; 2^22 entries cost ~180 MB at most), so a
+    /// hostile id cannot allocate gigabytes.
+    static let maxTokenID = (1 << 22) - 1
 
     /// A token id: a whole number in `0...maxTokenID`.
     func tokenID() throws -> Int {

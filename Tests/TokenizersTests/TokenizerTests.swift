@@ -288,6 +288,17 @@ final class TokenizerTests: XCTestCase {
                         "tplneg", contains: ["post_processor.special_tokens.a.ids[0]", "out of range"])
     }
 
+    /// generation_config.json's eos ids outside a token id's range are dropped (99999999999
+    /// trapped in `Int32(_:)` when `generate --chat` built its stop set).
+    func testGenerationConfigEOSIdsOutOfRangeAreDropped() throws {
+        let dir = NSTemporaryDirectory() + "forge-ir-tok-\(ProcessInfo.processInfo.processIdentifier)-gencfg"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Data(#"{"eos_token": "a"}"#.utf8).write(to: URL(fileURLWithPath: dir + "/tokenizer_config.json"))
+        try Data(#"{"eos_token_id": [99999999999, 2, -1, 7]}"#.utf8).write(to: URL(fileURLWithPath: dir + "/generation_config.json"))
+        XCTAssertEqual(try TokenizerConfig(path: dir + "/tokenizer_config.json").generationEOSIds, [2, 7])
+    }
+
     /// A tokenizer path that is a FIFO or a device is refused before it is read (a FIFO blocked
     /// for a writer, /dev/zero was read until memory ran out).
     func testAFIFOOrADeviceIsRefusedNotRead() throws {
