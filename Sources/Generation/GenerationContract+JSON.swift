@@ -48,6 +48,11 @@ extension GenerationContract {
         guard r.missing.isEmpty, let tokenIDs, let offset, let positions, let kv, let logits, let ctx else {
             throw GenerationError("\(file): detection could not fill \(r.missing.joined(separator: ", ")); give \(r.missing.count == 1 ? "it" : "them") in the file")
         }
+        try r.checkConstantsAreNoRoles(statics: r.o["static_inputs"] == nil ? [] : statics, provider: provider?.input,
+                                       roles: [("token_ids", tokenIDs), ("mask", mask?.name)]
+                                           + [positions].compactMap { if case let .input(n) = $0 { return ("positions", n) } else { return nil } }
+                                           + [offset].compactMap { if case let .input(n) = $0 { return ("write_offset", n) } else { return nil } }
+                                           + { if case let .explicit(p) = kv { return p.map { ("kv", $0.input) } } else { return [] } }())
         self.init(tokenIDs: tokenIDs, positions: positions, mask: mask, writeOffset: offset, kv: kv,
                   functions: try r.functions(tokenIDs: tokenIDs, context: ctx),
                   logits: logits, contextLength: ctx, staticInputs: statics, source: "file \(file)")
@@ -339,6 +344,16 @@ struct ContractFileReader {
             caps.append(w)
         }
         return caps.min()
+    }
+
+    /// A static input or the provider's input is a constant the host binds or fills: none can
+    /// be an input a role feeds per call (the token ids, the mask, …).
+    func checkConstantsAreNoRoles(statics: [String], provider: String?, roles: [(String, String?)]) throws {
+        for (key, n) in statics.map({ ("static_inputs", $0) }) + [provider].compactMap({ $0.map { ("provider.input", $0) } }) {
+            if let role = roles.first(where: { $0.1 == n }) {
+                throw GenerationError("\(file): \"\(key)\": '\(n)' is the contract's \(role.0) input, fed per call (a constant table is another input)")
+            }
+        }
     }
 
     /// A file path of the contract, taken from the contract file's folder when relative.

@@ -84,4 +84,19 @@ final class ContractFileHostileTests: XCTestCase {
         }
         XCTAssertEqual(try contract(#"{"mask": {"input": "causal_mask", "masked_value": -1e4}}"#, model).mask?.maskedValue, -1e4)
     }
+
+    /// The token ids or the mask named a static input: the run then asked to bind the token ids
+    /// with --static-input.
+    func testAStaticInputCannotBeARoleInput() throws {
+        let model = try ModelLoader.load(path: Fixtures.path("tiny_llama_fp16.mlpackage"))
+        XCTAssertThrowsError(try contract(#"{"static_inputs": ["input_ids"]}"#, model)) { e in
+            XCTAssertEqual("\(e)", "c.json: \"static_inputs\": 'input_ids' is the contract's token_ids input, fed per call (a constant table is another input)")
+        }
+        XCTAssertThrowsError(try contract(#"{"static_inputs": {"causal_mask": "m.npy"}}"#, model)) { e in
+            XCTAssertEqual("\(e)", "c.json: \"static_inputs\": 'causal_mask' is the contract's mask input, fed per call (a constant table is another input)")
+        }
+        XCTAssertThrowsError(try contract(#"{"provider": {"input": "position_ids", "table": "t.npy"}}"#, model)) { e in
+            XCTAssertEqual("\(e)", "c.json: \"provider.input\": 'position_ids' is the contract's positions input, fed per call (a constant table is another input)")
+        }
+    }
 }
