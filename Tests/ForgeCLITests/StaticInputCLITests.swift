@@ -117,3 +117,15 @@ extension CLITests {
         XCTAssertTrue(ios18.stdout.contains("add_int16_cast"), ios18.stdout)
     }
 }
+
+extension CLITests {
+    /// The same input given twice is a usage error (the second silently won).
+    func testStaticInputGivenTwiceIsAUsageError() throws {
+        let model = try fixture("gemma/gemma_ple_table.mlpackage")
+        let g = Self.repoRoot + "/models-ir/gemma/"
+        let r = try run(["generate", model, "--static-input", "ple_table=\(g)ple_table.npy", "--static-input", "ple_table=\(g)ple_table.npy",
+                         "--static-input", "ple_scale=\(g)ple_scale.npy", "--prompt-ids", "1,2", "--max-tokens", "1"])
+        XCTAssertEqual(r.status, 64, r.stderr)
+        XCTAssertTrue(r.stderr.hasPrefix("forge-ir: error: --static-input ple_table is given twice (one file per input)\n"), r.stderr)
+    }
+}
