@@ -162,6 +162,28 @@ def linear_cases():
     V.err("linear_bad_bias", "linear", {"x": rnd([2, 5]), "weight": rnd([3, 5]), "bias": rnd([4])})
 
 
+def linear_mixed_cases():
+    """iOS17 `linear`: weight and bias of another dtype than x (U ∈ {fp16, fp32, int32}), as
+    coremltools' TestLinear::test_linear_ios17_mixed_precision builds them (integer values
+    0…9). Expected: float64 numpy x·Wᵀ + b, in x's dtype. Own generator, so adding these cases
+    leaves every other case's values unchanged."""
+    g = np.random.default_rng(20261201)
+
+    def ints(shape):
+        return g.integers(0, 10, size=shape)
+
+    for xd, wd in [("fp32", "int32"), ("fp16", "int32"), ("fp32", "fp16"), ("fp16", "fp32")]:
+        npd = {"fp32": np.float32, "fp16": np.float16, "int32": np.int32}
+        x, w, b = ints([2, 3, 4]).astype(npd[xd]), ints([3, 4]).astype(npd[wd]), ints([3]).astype(npd[wd])
+        want = (x.astype(np.float64) @ w.astype(np.float64).T + b.astype(np.float64)).astype(npd[xd])
+        V.add(f"linear_mixed_x{xd}_w{wd}", "linear", {"x": x, "weight": w, "bias": b}, [want],
+              tol=TOL32 if xd == "fp32" else TOL16)
+    x = (g.uniform(-2, 2, size=[5, 6])).astype(np.float32)
+    w = g.integers(-4, 5, size=[2, 6]).astype(np.int32)
+    V.add("linear_mixed_int32_weight_no_bias", "linear", {"x": x, "weight": w},
+          [(x.astype(np.float64) @ w.astype(np.float64).T).astype(np.float32)], tol=TOL32)
+
+
 # ---------------------------------------------------------------------------------------------
 # matmul
 # ---------------------------------------------------------------------------------------------
@@ -475,6 +497,7 @@ def main():
     sdpa_cases()
     conv_cases()
     pool_cases()
+    linear_mixed_cases()
     os.makedirs(OUT, exist_ok=True)
     np.savez_compressed(os.path.join(OUT, "linalg.npz"), **V.arrays)
     with open(os.path.join(OUT, "linalg.json"), "w") as fh:

@@ -16,6 +16,8 @@ public enum DiagnoseRuntime {
         public var promptIDs: [Int32]?
         /// `--contract FILE.json`, applied to the functions it drives.
         public var contract: GenerationContract?
+        /// Constant table inputs bound to every run (`--static-input`, the contract's files).
+        public var staticInputs: [String: MappedArray] = [:]
         public init(fp16: Bool = false, dynamic: Bool = false, inputs: [String: Tensor]? = nil,
                     inputsPath: String? = nil, promptIDs: [Int32]? = nil, contract: GenerationContract? = nil) {
             self.contract = contract
@@ -54,10 +56,16 @@ public enum DiagnoseRuntime {
             } else {
                 do { contract = try GenerationContract.detect(function: f) } catch { contractError = error }
             }
-            if let c = contract, !c.staticInputs.isEmpty, r.inputs == nil {
+            // Static inputs must be bound (--static-input); a provider's per-token input is not generated.
+            let unfed = (contract?.staticInputs ?? []).filter { r.staticInputs[$0] == nil }
+            if r.inputs == nil, !unfed.isEmpty {
                 contract = nil
-                contractError = DiagnoseRequestError("function '\(name)' also takes \(c.staticInputs.map { "'\($0)'" }.joined(separator: ", ")), which diagnose cannot generate")
+                contractError = DiagnoseRequestError("function '\(name)' also takes \(unfed.map { "'\($0)'" }.joined(separator: ", ")), which diagnose cannot generate; bind \(unfed.count == 1 ? "it" : "them") with --static-input NAME=FILE")
+            } else if r.inputs == nil, let p = contract?.provider {
+                contract = nil
+                contractError = DiagnoseRequestError("function '\(name)': diagnose does not generate the provider input '\(p.input)'; give --inputs F.npz")
             }
+            let bound = r.staticInputs.filter { kv in f.inputs.contains { $0.name == kv.key } }
             var carry: [String: String] = [:]
             if let c = contract, case let .explicit(pairs) = c.kv { for p in pairs { carry[p.output] = p.input } }
             func call(_ c: GenerationContract, _ ids: [Int32], _ position: Int) throws -> [String: Tensor] {
@@ -89,13 +97,13 @@ public enum DiagnoseRuntime {
                 let scenario: RuntimeScenario
                 var b: [String: Int]?
                 if let inputs = r.inputs {
-                    scenario = RuntimeScenario(calls: [inputs], label: "inputs from \(r.inputsPath ?? "--inputs")")
+                    scenario = RuntimeScenario(calls: [inputs], label: "inputs from \(r.inputsPath ?? "--inputs")", bound: bound)
                     if let s = seqSymbol, let ids = inputs[contract?.tokenIDs ?? "input_ids"] ?? inputs["input_ids"] ?? inputs["tokens"], ids.rank == 2 { b = [s: ids.shape[1]] }
                 } else if let c = contract {
                     guard c.prefill.width.admits(ids.count) else {
                         throw DiagnoseRequestError("function '\(name)': a call of \(ids.count) tokens does not fit its \(c.tokenIDs) (\(c.prefill.width)); give fewer --prompt-ids")
                     }
-                    scenario = RuntimeScenario(calls: [try call(c, ids, 0)], label: "prefill of \(idsLabel)")
+                    scenario = RuntimeScenario(calls: [try call(c, ids, 0)], label: "prefill of \(idsLabel)", bound: bound)
                     b = binding(ids.count)
                 } else {
                     throw DiagnoseRequestError("--precision fp16: function '\(name)' needs --inputs F.npz (\(contractError.map { "\($0)" } ?? "no generated inputs"))")
@@ -129,8 +137,8 @@ public enum DiagnoseRuntime {
                     : try head.enumerated().map { try call(c, [$0.element], $0.offset) }
                 let split = RuntimeScenario(calls: prefill + [try call(c, [ids[n - 1]], n - 1)],
                                             label: "prefill of \(n - 1)\(prefill.count > 1 ? " one by one" : ""), then 1 token at offset \(n - 1)",
-                                            carry: carry)
-                let whole = RuntimeScenario(calls: [try call(c, ids, 0)], label: "one call of \(idsLabel)", carry: carry)
+                                            carry: carry, bound: bound)
+                let whole = RuntimeScenario(calls: [try call(c, ids, 0)], label: "one call of \(idsLabel)", carry: carry, bound: bound)
                 let (run, findings) = try RuntimeChecks.sequenceConsistency(function: f, split: split, whole: whole,
                                                                             output: c.logits, binding: binding(1))
                 d.add(run, findings: findings)

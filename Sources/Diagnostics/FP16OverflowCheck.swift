@@ -15,6 +15,7 @@ extension RuntimeChecks {
     /// - Throws: `InterpreterError` when the function cannot be planned or a call fails.
     public static func fp16Overflow(function f: Function, scenario: RuntimeScenario, binding: [String: Int]? = nil) throws -> (RuntimeRun, [Finding]) {
         let plan = try ExecutionPlan(function: f, precision: .fp16)
+        try scenario.bind(to: plan)
         let states = try freshStates(f)
         let watch = FP16Watch(maskDerived: maskDerivedValues(f))
         plan.observer = { op, results in watch.observe(op, results) }

@@ -13,10 +13,18 @@ public struct RuntimeScenario {
     /// Output → input names whose value each call hands to the next (KV caches that are
     /// plain inputs and outputs, without states); the next call's own value is replaced.
     public var carry: [String: String]
-    public init(calls: [[String: Tensor]], label: String, carry: [String: String] = [:]) {
+    /// Constant inputs bound once to the check's plan (mapped tables, `--static-input`).
+    public var bound: [String: MappedArray]
+    public init(calls: [[String: Tensor]], label: String, carry: [String: String] = [:], bound: [String: MappedArray] = [:]) {
         self.calls = calls
         self.label = label
         self.carry = carry
+        self.bound = bound
+    }
+
+    /// Binds ``bound`` to `plan`.
+    func bind(to plan: ExecutionPlan) throws {
+        for (n, a) in bound.sorted(by: { $0.key < $1.key }) { try plan.bind(n, to: a) }
     }
 
     /// Call `i`'s inputs with the values carried from the previous call's `outputs`.
@@ -107,6 +115,7 @@ public enum RuntimeChecks {
     public static func sequenceConsistency(function f: Function, split: RuntimeScenario, whole: RuntimeScenario, output: String,
                                            binding: [String: Int]? = nil, tolerance: Float = 1e-3) throws -> (RuntimeRun, [Finding]) {
         let plan = try ExecutionPlan(function: f, precision: .fp32)
+        try split.bind(to: plan)
         guard !split.calls.isEmpty, !whole.calls.isEmpty else {
             throw InterpreterError.unsupported("sequence check needs at least one call per scenario")
         }

@@ -23,9 +23,11 @@ extension GenerationContract {
     /// Reads a contract file for `model`.
     /// - Throws: `GenerationError` naming the file and the key that is malformed or missing.
     public init(contentsOf path: String, model: Model) throws {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw GenerationError("\(path): cannot read the contract file")
+        let data: Data
+        do { data = try SafeFile.read(path, limit: 16 << 20) } catch let f as SafeFile.Failure {
+            throw GenerationError("\(path): cannot read the contract file (\(f.reason))")
         }
+        guard let text = String(data: data, encoding: .utf8) else { throw GenerationError("\(path): the contract file is not UTF-8 text") }
         let json: JSONValue
         do { json = try JSONValue.parse(text) } catch { throw GenerationError("\(path): \(error)") }
         try self.init(json: json, model: model, file: path)
@@ -39,13 +41,18 @@ extension GenerationContract {
         let positions = try r.positions(offset: offset)
         let kv = try r.kv()
         let logits = try r.logits()
-        let ctx = try r.contextLength()
+        let ctx = try r.contextLength(kv: kv, mask: mask)
         var (statics, staticFiles) = try r.staticInputs()
         let provider = try r.provider(tokenIDs: tokenIDs)
         if let provider { statics.removeAll { $0 == provider.input } }
         guard r.missing.isEmpty, let tokenIDs, let offset, let positions, let kv, let logits, let ctx else {
             throw GenerationError("\(file): detection could not fill \(r.missing.joined(separator: ", ")); give \(r.missing.count == 1 ? "it" : "them") in the file")
         }
+        try r.checkConstantsAreNoRoles(statics: r.o["static_inputs"] == nil ? [] : statics, provider: provider?.input,
+                                       roles: [("token_ids", tokenIDs), ("mask", mask?.name)]
+                                           + [positions].compactMap { if case let .input(n) = $0 { return ("positions", n) } else { return nil } }
+                                           + [offset].compactMap { if case let .input(n) = $0 { return ("write_offset", n) } else { return nil } }
+                                           + { if case let .explicit(p) = kv { return p.map { ("kv", $0.input) } } else { return [] } }())
         self.init(tokenIDs: tokenIDs, positions: positions, mask: mask, writeOffset: offset, kv: kv,
                   functions: try r.functions(tokenIDs: tokenIDs, context: ctx),
                   logits: logits, contextLength: ctx, staticInputs: statics, source: "file \(file)")
@@ -220,9 +227,9 @@ struct ContractFileReader {
                 switch mo["masked_value"] {
                 case nil: break
                 case let .int(i)?: masked = Float(i)
-                case let .double(d)?: masked = Float(d)
+                case let .double(d)? where Float(d).isFinite: masked = Float(d)
                 case let .string(s)? where s == "-inf": masked = -.infinity
-                default: throw bad("mask.masked_value", "a number or \"-inf\"")
+                default: throw bad("mask.masked_value", "a number within fp32's range or \"-inf\"")
                 }
                 mask = GenerationContract.Mask(name: name, dtype: t.dtype, window: window, maskedValue: masked)
             default: throw bad("mask", "null or an object with \"input\"")
@@ -237,7 +244,12 @@ struct ContractFileReader {
             switch w {
             case .string("from_mask_shape"): offset = .fromMaskShape
             case let .object(wo) where wo["input"]?.stringValue != nil: offset = .input(try input(wo["input"]!.stringValue!, "write_offset"))
-            case let .object(wo) where wo["state"]?.stringValue != nil: offset = .state(wo["state"]!.stringValue!)
+            case let .object(wo) where wo["state"]?.stringValue != nil:
+                let n = wo["state"]!.stringValue!
+                guard f.stateInputs.contains(where: { $0.name == n }) else {
+                    throw GenerationError("\(file): \"write_offset\": function '\(f.name)' has no state '\(n)' (states: \(f.stateInputs.map(\.name).joined(separator: ", ")))")
+                }
+                offset = .state(n)
             default: throw bad("write_offset", "{\"input\": NAME}, \"from_mask_shape\" or {\"state\": NAME}")
             }
         }
@@ -299,14 +311,49 @@ struct ContractFileReader {
         return logits
     }
 
-    mutating func contextLength() throws -> Int? {
+    /// The file's `context_length` (at most what the cache holds, so that no call allocates a
+    /// mask or window beyond the model), else detection's.
+    mutating func contextLength(kv: GenerationContract.KVLayout?, mask: GenerationContract.Mask?) throws -> Int? {
         var ctx = base?.contextLength
         if let c = o["context_length"] {
             guard let n = c.intValue, n >= 1 else { throw bad("context_length", "a whole number ≥ 1") }
+            if let cap = capacity(kv: kv, mask: mask), n > cap {
+                throw GenerationError("\(file): \"context_length\" \(n) is more than the \(cap) tokens the model's KV cache and mask hold (their shapes in function '\(f.name)')")
+            }
             ctx = n
         }
         if ctx == nil { missing.append("context_length") }
         return ctx
+    }
+
+    /// The most tokens the cache holds: the KV states' or cache inputs' sequence axis (the
+    /// largest, as detection reads it), and a fixed mask window's width; nil when no fixed
+    /// shape tells.
+    func capacity(kv: GenerationContract.KVLayout?, mask: GenerationContract.Mask?) -> Int? {
+        func seqAxis(_ t: TensorType?) -> Int? { t.flatMap { $0.rank >= 2 ? $0.shape[$0.rank - 2].fixedValue : nil } }
+        var caps: [Int] = []
+        switch kv {
+        case let .perLayerStates(n)?, let .stackedStates(n)?:
+            caps += [n.compactMap { s in seqAxis(f.stateInputs.first { $0.name == s }?.type.stateWrappedTensor) }.max()].compactMap { $0 }
+        case let .explicit(p)?:
+            caps += [p.compactMap { pair in seqAxis(f.inputs.first { $0.name == pair.input }?.type.tensorType) }.max()].compactMap { $0 }
+        case nil: break
+        }
+        if let m = mask, m.window == .fixed, let t = f.inputs.first(where: { $0.name == m.name })?.type.tensorType,
+           t.rank == 4, let w = t.shape[3].fixedValue {
+            caps.append(w)
+        }
+        return caps.min()
+    }
+
+    /// A static input or the provider's input is a constant the host binds or fills: none can
+    /// be an input a role feeds per call (the token ids, the mask, …).
+    func checkConstantsAreNoRoles(statics: [String], provider: String?, roles: [(String, String?)]) throws {
+        for (key, n) in statics.map({ ("static_inputs", $0) }) + [provider].compactMap({ $0.map { ("provider.input", $0) } }) {
+            if let role = roles.first(where: { $0.1 == n }) {
+                throw GenerationError("\(file): \"\(key)\": '\(n)' is the contract's \(role.0) input, fed per call (a constant table is another input)")
+            }
+        }
     }
 
     /// A file path of the contract, taken from the contract file's folder when relative.

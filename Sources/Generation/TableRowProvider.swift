@@ -50,8 +50,8 @@ public final class TableRowProvider {
     }
 
     public init(input: String, table: MappedArray, scale: MappedArray?, rowsBy: String) throws {
-        guard table.shape.count == 2, [.int8, .int4, .fp16, .fp32].contains(table.dtype) else {
-            throw GenerationError("provider for '\(input)': the table \(table) must be int8, int4, fp16 or fp32 [rows, columns]")
+        guard table.shape.count == 2, table.shape[1] > 0, [.int8, .int4, .fp16, .fp32].contains(table.dtype) else {
+            throw GenerationError("provider for '\(input)': the table \(table) must be int8, int4, fp16 or fp32 [rows, columns], columns ≥ 1")
         }
         self.input = input
         self.rowsBy = rowsBy

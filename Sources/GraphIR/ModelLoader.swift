@@ -60,7 +60,11 @@ public enum ModelLoader {
         do { data = try SafeFile.read(manifestPath, limit: 16 << 20) } catch let f as SafeFile.Failure {
             throw ModelError.badManifest(path: manifestPath, reason: f.reason)
         }
-        guard let json = (try? JSONValue.parse(bytes: data))?.objectValue else {
+        let parsed: JSONValue
+        do { parsed = try JSONValue.parse(bytes: data) } catch let e as JSONValue.ParseError {
+            throw ModelError.badManifest(path: manifestPath, reason: "not valid JSON: line \(e.line) (byte \(e.offset)): \(e.reason)")
+        }
+        guard let json = parsed.objectValue else {
             throw ModelError.badManifest(path: manifestPath, reason: "not a JSON object")
         }
         guard let root = json["rootModelIdentifier"]?.stringValue else {

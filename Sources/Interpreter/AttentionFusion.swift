@@ -73,9 +73,10 @@ enum AttentionFusion {
     /// Rewrites `plan`'s steps in place and returns every candidate site (fused, or why not).
     /// `useCount` counts reads of each slot; a match whose removed steps produce a `protected`
     /// slot (an observed value) is left unfused.
+    /// With `refuse` set, nothing is rewritten: every candidate is reported with that reason
+    /// (`fp16` precision keeps the per-op rounding).
     static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], protected: Set<Int> = [],
-                      constant: @escaping (Int) -> ConstValue? = { _ in nil }, precision: Precision = .fp32,
-                      int8Activations: Bool = false) -> [FusionSite] {
+                      constant: @escaping (Int) -> ConstValue? = { _ in nil }, refuse: String? = nil) -> [FusionSite] {
         let m = Matcher(plan: plan, useCount: useCount, constant: constant)
         var sites: [FusionSite] = []
         var remove = Set<Int>()
@@ -90,6 +91,10 @@ enum AttentionFusion {
                 kind = "attention"
                 result = m.softmaxChain(i)
             } else { continue }
+            if let refuse {
+                sites.append(FusionSite(kind: kind, op: st.op.name, reason: refuse))
+                continue
+            }
             switch result {
             case let .failure(f):
                 sites.append(FusionSite(kind: kind, op: st.op.name, reason: f.reason))

@@ -207,12 +207,10 @@ public final class ExecutionPlan {
         }
         let protected = protectedSlots()
         if observing != .all {
-            if precision == .fp32 {
-                let consts = constants
-                fusionSites += AttentionFusion.apply(root, useCount: useCounts(root), protected: protected,
-                                                     constant: { consts.indices.contains($0) ? consts[$0] : nil },
-                                                     precision: precision, int8Activations: self.int8Activations)
-            }
+            let consts = constants
+            fusionSites += AttentionFusion.apply(root, useCount: useCounts(root), protected: protected,
+                                                 constant: { consts.indices.contains($0) ? consts[$0] : nil },
+                                                 refuse: precision == .fp32 ? nil : "fp16 precision keeps the per-op rounding")
             fusionSites += StateUpdateFusion.apply(root, useCount: useCounts(root), protected: protected)
         }
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))

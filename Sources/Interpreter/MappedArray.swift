@@ -45,12 +45,18 @@ public final class MappedArray: @unchecked Sendable, CustomStringConvertible {
         guard parts.count >= 3 else { return (spec, nil, nil) }
         let shapeText = parts[parts.count - 1], dtypeText = parts[parts.count - 2]
         let looksLikeShape = !shapeText.isEmpty && shapeText.allSatisfy { $0.isNumber || $0 == "," || $0 == " " }
-        guard looksLikeShape else { return (spec, nil, nil) }
         let path = parts[0..<(parts.count - 2)].joined(separator: ":")
+        guard looksLikeShape else {
+            // `t.bin:int8:-1,32`, `t.bin:int8:` name a dtype: a bad shape, not a file of that name.
+            if dtypeNames[dtypeText.lowercased()] != nil, !FileManager.default.fileExists(atPath: spec) {
+                throw NPYError(path, "bad shape '\(shapeText)' in '\(spec)' (comma-separated whole numbers ≥ 0, e.g. 262144,8960)")
+            }
+            return (spec, nil, nil)
+        }
         guard let dt = dtypeNames[dtypeText.lowercased()] else {
             throw NPYError(path, "unknown dtype '\(dtypeText)' in '\(spec)' (FILE:dtype:shape takes \(dtypeNames.keys.sorted().joined(separator: ", ")))")
         }
-        let dims = shapeText.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        let dims = shapeText.split(separator: ",", omittingEmptySubsequences: false).map { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard !dims.isEmpty, dims.allSatisfy({ $0 != nil && $0! >= 0 }) else {
             throw NPYError(path, "bad shape '\(shapeText)' in '\(spec)' (comma-separated whole numbers, e.g. 262144,8960)")
         }

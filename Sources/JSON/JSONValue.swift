@@ -230,7 +230,9 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
         }
 
         mutating func hex4() throws -> UInt32 {
-            guard i + 4 <= bytes.count, let v = UInt32(String(decoding: bytes[i..<(i + 4)], as: UTF8.self), radix: 16) else {
+            let isHex: (UInt8) -> Bool = { (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0) }
+            guard i + 4 <= bytes.count, bytes[i..<(i + 4)].allSatisfy(isHex),
+                  let v = UInt32(String(decoding: bytes[i..<(i + 4)], as: UTF8.self), radix: 16) else {
                 throw fail("bad \\u escape")
             }
             i += 4
@@ -266,10 +268,13 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
                     case UInt8(ascii: "t"): out += "\t"
                     case UInt8(ascii: "u"):
                         var v = try hex4()
+                        // A high surrogate joins a following low one; a lone one (or one before
+                        // any other escape, which then stands alone) becomes U+FFFD.
                         if v >= 0xD800 && v < 0xDC00, i + 6 <= bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") {
+                            let afterHigh = i
                             i += 2
                             let lo = try hex4()
-                            v = 0x10000 + ((v - 0xD800) << 10) + (lo &- 0xDC00)
+                            if lo >= 0xDC00 && lo < 0xE000 { v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00) } else { i = afterHigh }
                         }
                         out.unicodeScalars.append(Unicode.Scalar(v) ?? "\u{FFFD}")
                     default: throw fail("bad escape")

@@ -48,7 +48,9 @@ final class BPEModel {
         for (tok, idValue) in raw {
             // (the node and its path are built only for an error message)
             let id = try idValue.intValue ?? JSONNode(idValue, path: vnode.path + "[\(String(reflecting: tok))]", file: vnode.file).int()
-            guard id >= 0 && id < Int(Int32.max) else { throw vnode.malformed("id \(id) of \(String(reflecting: tok)) out of range") }
+            guard id >= 0 && id <= JSONNode.maxTokenID else {
+                throw vnode.malformed("id \(id) of \(String(reflecting: tok)) out of range (0...\(JSONNode.maxTokenID))")
+            }
             vocab[Array(tok.utf8)] = Int32(id)
             pairs.append((tok, id))
             maxId = max(maxId, id)

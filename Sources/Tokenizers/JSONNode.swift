@@ -59,6 +59,20 @@ struct JSONNode {
         return i
     }
 
+    /// Largest token id read: the id tables are dense arrays of `maxTokenID + 1` entries (the
+    /// largest vocabularies in use have ~262k ids; 2^22 entries cost ~180 MB at most), so a
+    /// hostile id cannot allocate gigabytes.
+    static let maxTokenID = (1 << 22) - 1
+
+    /// A token id: a whole number in `0...maxTokenID`.
+    func tokenID() throws -> Int {
+        let i = try int()
+        guard i >= 0 && i <= JSONNode.maxTokenID else {
+            throw malformed("token id \(i) out of range (0...\(JSONNode.maxTokenID))")
+        }
+        return i
+    }
+
     func double() throws -> Double? {
         guard exists else { return nil }
         guard let d = value?.doubleValue else { throw malformed("expected a number") }

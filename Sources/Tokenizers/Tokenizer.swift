@@ -66,13 +66,7 @@ public final class Tokenizer: @unchecked Sendable {
     /// Reads `path` (a `tokenizer.json`).
     /// - Throws: `TokenizerError` naming the file and what is unreadable, malformed or unsupported.
     public convenience init(path: String) throws {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            throw TokenizerError.unreadable(file: path, reason: "\(error.localizedDescription)")
-        }
-        try self.init(data: data, file: path)
+        try self.init(data: try TokenizerFile.read(path), file: path)
     }
 
     /// Parses the contents of a `tokenizer.json`; `file` is only used in error messages.
@@ -94,7 +88,7 @@ public final class Tokenizer: @unchecked Sendable {
             for t in try root["added_tokens"].array() {
                 let content = try t["content"].string()
                 guard !content.isEmpty else { continue }
-                let fileId = try t["id"].int()
+                let fileId = try t["id"].tokenID()
                 let id = model.vocab[Array(content.utf8)].map(Int.init) ?? fileId
                 added.append(AddedToken(
                     id: id, content: content,
@@ -178,7 +172,7 @@ public final class Tokenizer: @unchecked Sendable {
                     let name = try item["SpecialToken"]["id"].string()
                     var ids: [Int32] = []
                     if specials[name].exists {
-                        ids = try specials[name]["ids"].array().map { Int32(try $0.int()) }
+                        ids = try specials[name]["ids"].array().map { Int32(try $0.tokenID()) }
                     } else if let id = lookup(name) {
                         ids = [id]
                     } else {
@@ -192,8 +186,8 @@ public final class Tokenizer: @unchecked Sendable {
         case "RobertaProcessing", "BertProcessing":
             let cls = try node["cls"].array(), sep = try node["sep"].array()
             guard cls.count == 2, sep.count == 2 else { throw node.malformed("cls / sep must be [token, id]") }
-            prefix.append(Int32(try cls[1].int()))
-            suffix.append(Int32(try sep[1].int()))
+            prefix.append(Int32(try cls[1].tokenID()))
+            suffix.append(Int32(try sep[1].tokenID()))
         default:
             throw node["type"].unsupported("post-processor \(String(reflecting: type))")
         }

@@ -66,24 +66,20 @@ public struct TokenizerConfig: Equatable, Sendable {
     /// the same folder).
     /// - Throws: `TokenizerError` naming the file.
     public init(path: String) throws {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            throw TokenizerError.unreadable(file: path, reason: error.localizedDescription)
-        }
-        try self.init(data: data, file: path)
+        try self.init(data: try TokenizerFile.read(path), file: path)
         let dir = (path as NSString).deletingLastPathComponent
         let jinja = (dir as NSString).appendingPathComponent("chat_template.jinja")
         if FileManager.default.fileExists(atPath: jinja) {
-            guard let text = try? String(contentsOfFile: jinja, encoding: .utf8) else {
+            guard let text = String(data: try TokenizerFile.read(jinja), encoding: .utf8) else {
                 throw TokenizerError.unreadable(file: jinja, reason: "not UTF-8 text")
             }
             chatTemplates["default"] = text
         }
         let gen = (dir as NSString).appendingPathComponent("generation_config.json")
-        if let d = FileManager.default.contents(atPath: gen), let eos = (try? JSONValue.parse(bytes: d))?["eos_token_id"] {
-            if let i = eos.intValue { generationEOSIds = [i] } else if let a = eos.arrayValue?.compactMap(\.intValue) { generationEOSIds = a }
+        if let d = try? TokenizerFile.read(gen), let eos = (try? JSONValue.parse(bytes: d))?["eos_token_id"] {
+            // (ids outside a token id's range are no ids: the file is optional, read leniently)
+            let ids = eos.intValue.map { [$0] } ?? eos.arrayValue?.compactMap(\.intValue) ?? []
+            generationEOSIds = ids.filter { (0...JSONNode.maxTokenID).contains($0) }
         }
     }
 

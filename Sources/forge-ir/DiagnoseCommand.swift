@@ -60,6 +60,7 @@ enum DiagnoseCommand: Command {
         request.dynamic = args.flag("dynamic")
         request.promptIDs = args.ints("prompt-ids").map { $0.map { Int32($0) } }
         if args.value("contract") != nil { request.contract = try ContractOption.contract(args, model: model) }
+        for (n, a) in try StaticInputOption.arrays(args, contract: request.contract) { request.staticInputs[n] = a }
         if let npz = args.value("inputs") {
             guard request.fp16 else { throw UsageError(message: "--inputs is for the fp16 run: add --precision fp16") }
             request.inputs = try NPZ.read(path: npz)

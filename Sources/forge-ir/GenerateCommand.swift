@@ -241,19 +241,24 @@ extension GenerateCommand {
             return messages.map(\.jinjaValue)
         }
         let file = args.value("messages")!
-        guard let data = FileManager.default.contents(atPath: file), let text = String(data: data, encoding: .utf8) else {
-            throw TokenizerError.unreadable(file: file, reason: "cannot read the file as UTF-8 text")
+        // (GenerationError, not TokenizerError: the file is a chat, not a tokenizer.json)
+        let data: Data
+        do { data = try SafeFile.read(file, limit: 64 << 20) } catch let f as SafeFile.Failure {
+            throw GenerationError("\(file): cannot read the chat file (\(f.reason))")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw GenerationError("\(file): the chat file is not UTF-8 text")
         }
         let parsed: JinjaValue
         do { parsed = try JinjaValue.parseJSON(text) } catch let e as JinjaError {
-            throw TokenizerError.unreadable(file: file, reason: "line \(e.line): \(e.message)")
+            throw GenerationError("\(file): the chat file, line \(e.line): \(e.message)")
         }
         guard case let .array(list) = parsed, !list.isEmpty else {
-            throw TokenizerError.malformed(file: file, path: "", reason: "expected a non-empty JSON list of {\"role\": …, \"content\": …} objects")
+            throw GenerationError("\(file): the chat file must be a non-empty JSON list of {\"role\": …, \"content\": …} objects")
         }
         for (i, m) in list.enumerated() {
             guard case let .object(o) = m, case .string? = o["role"], o["content"] != nil else {
-                throw TokenizerError.malformed(file: file, path: "[\(i)]", reason: "expected an object with a string \"role\" and a \"content\"")
+                throw GenerationError("\(file): message [\(i)] must be an object with a string \"role\" and a \"content\"")
             }
         }
         return list

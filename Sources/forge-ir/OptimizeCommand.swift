@@ -75,8 +75,8 @@ enum OptimizeCommand: Command {
         }
         pipeline = p
         for o in args.values(of: "pass-option") {
-            guard let eq = o.firstIndex(of: "="), o[..<eq].contains("."), PassRegistry.pass(named: String(o[..<eq].split(separator: ".")[0])) != nil else {
-                throw UsageError(message: "--pass-option takes <pass>.<key>=<value> of a known pass, got '\(o)'")
+            guard let eq = o.firstIndex(of: "="), PassOptions.known.contains(String(o[..<eq])) else {
+                throw UsageError(message: "--pass-option takes <pass>.<key>=<value> (options: \(PassOptions.known.joined(separator: ", "))), got '\(o)'")
             }
             PassOptions.values[String(o[..<eq])] = String(o[o.index(after: eq)...])
         }

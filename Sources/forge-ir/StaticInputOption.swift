@@ -14,13 +14,16 @@ enum StaticInputOption {
         "Bind a constant table input once, memory-mapped (FILE.npy or raw FILE:dtype:shape, e.g. t.bin:int8:262144,8960; repeatable).")
 
     /// The `--static-input` items as (input name, file spec), in order.
-    /// - Throws: `UsageError` for an item without `NAME=`.
+    /// - Throws: `UsageError` for an item without `NAME=`, or a NAME given twice.
     static func items(_ args: ParsedArguments) throws -> [(name: String, spec: String)] {
-        try args.values(of: "static-input").map { item in
+        var seen: Set<String> = []
+        return try args.values(of: "static-input").map { item in
             guard let eq = item.firstIndex(of: "="), eq != item.startIndex, item.index(after: eq) != item.endIndex else {
                 throw UsageError(message: "--static-input takes NAME=FILE.npy or NAME=FILE:dtype:shape, got '\(item)'")
             }
-            return (String(item[..<eq]), String(item[item.index(after: eq)...]))
+            let name = String(item[..<eq])
+            guard seen.insert(name).inserted else { throw UsageError(message: "--static-input \(name) is given twice (one file per input)") }
+            return (name, String(item[item.index(after: eq)...]))
         }
     }
 

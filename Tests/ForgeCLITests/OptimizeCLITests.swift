@@ -43,6 +43,27 @@ extension CLITests {
         XCTAssertEqual(json["passes"]?.arrayValue?.count, 6)
     }
 
+    /// Apple's recipe, specialised at S:END points: every function static (no RangeDim in dump).
+    func testOptimizeSpecializesAppleRecipeAtSEndPoints() throws {
+        let dir = try Fixtures.tempDir(self)
+        let r = try run(["optimize", try fixture("recipes/apple_llama31_fp16.mlpackage"), "-o", dir + "/s.mlpackage",
+                         "--passes", "specialize_sequence", "--pass-option", "specialize_sequence.sizes=7:7,1:8"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertTrue(r.stdout.contains("functions at one cache position (mask END fixed) 2"), r.stdout)
+        let d = try run(["dump", dir + "/s.mlpackage"])
+        XCTAssertTrue(d.stdout.contains("functions: main_s1_end8, main_s7_end7 (default: main_s1_end8)"), d.stdout)
+        XCTAssertTrue(d.stdout.contains("causalMask: fp16 [1, 1, 7, 7]"), d.stdout)
+        XCTAssertFalse(d.stdout.contains("RangeDim"), d.stdout)
+        let g = try run(["diagnose", dir + "/s.mlpackage"])
+        XCTAssertEqual(g.status, 0, g.stdout)
+        XCTAssertTrue(g.stdout.hasSuffix("0 errors, 0 warnings, 10 notes\n"), g.stdout)
+        // END < S is refused with a usage-level error naming the pass.
+        let bad = try run(["optimize", try fixture("recipes/apple_llama31_fp16.mlpackage"), "-o", dir + "/b.mlpackage",
+                           "--passes", "specialize_sequence", "--pass-option", "specialize_sequence.sizes=8:3"])
+        XCTAssertEqual(bad.status, 1)
+        XCTAssertTrue(bad.stderr.hasPrefix("forge-ir: error: ") && bad.stderr.contains("END = 3 is less than S = 8") && bad.stderr.contains("specialize_sequence"), bad.stderr)
+    }
+
     func testOptimizeUsageErrors() throws {
         var r = try run(["optimize", "models-ir/tiny_inline.mlmodel"])
         XCTAssertEqual(r.status, 64)

@@ -93,9 +93,15 @@ extension CLITests {
         let f = try XCTUnwrap(findings.first { $0["code"]?.stringValue == "static_input_mismatch" }, d.stdout)
         XCTAssertEqual(f["severity"]?.stringValue, "error")
         XCTAssertTrue(f["message"]?.stringValue?.contains("declared tensor<int8, [512, 32]> but \(g)ple_table_int4.bin holds int8 [512, 16]") ?? false, d.stdout)
-        let good = try run(["diagnose", model, "--static-input", "ple_table=\(g)ple_table.npy", "--static-input", "ple_scale=\(g)ple_scale.npy"])
-        XCTAssertEqual(good.status, 0, good.stdout)
+        let good = try run(["diagnose", model, "--static-input", "ple_table=\(g)ple_table.npy", "--static-input", "ple_scale=\(g)ple_scale.npy",
+                            "--precision", "fp16"])
+        XCTAssertEqual(good.status, 0, good.stdout + good.stderr)
         XCTAssertFalse(good.stdout.contains("static_input_mismatch"), good.stdout)
+        // The runtime fp16 check runs with the tables bound; without them it says what to give.
+        XCTAssertTrue(good.stdout.contains("fp16_overflow main (fp16; prefill of 1 random token id (seed 0)): ok"), good.stdout)
+        let unbound = try run(["diagnose", model, "--precision", "fp16"])
+        XCTAssertEqual(unbound.status, 1)
+        XCTAssertTrue(unbound.stderr.contains("also takes 'ple_table', 'ple_scale', which diagnose cannot generate; bind them with --static-input NAME=FILE"), unbound.stderr)
     }
 
     /// The fixed S = 1 graph: a warm-up at 16 is reported; the iOS 18 build's whole-table
@@ -109,5 +115,17 @@ extension CLITests {
         XCTAssertTrue(ios18.stdout.contains("warning[narrowing_cast_on_input]"), ios18.stdout)
         XCTAssertTrue(ios18.stdout.contains("the int32 table input 'ple_table' tensor<int32, [512, 32]> is cast to int16 whole before gather"), ios18.stdout)
         XCTAssertTrue(ios18.stdout.contains("add_int16_cast"), ios18.stdout)
+    }
+}
+
+extension CLITests {
+    /// The same input given twice is a usage error (the second silently won).
+    func testStaticInputGivenTwiceIsAUsageError() throws {
+        let model = try fixture("gemma/gemma_ple_table.mlpackage")
+        let g = Self.repoRoot + "/models-ir/gemma/"
+        let r = try run(["generate", model, "--static-input", "ple_table=\(g)ple_table.npy", "--static-input", "ple_table=\(g)ple_table.npy",
+                         "--static-input", "ple_scale=\(g)ple_scale.npy", "--prompt-ids", "1,2", "--max-tokens", "1"])
+        XCTAssertEqual(r.status, 64, r.stderr)
+        XCTAssertTrue(r.stderr.hasPrefix("forge-ir: error: --static-input ple_table is given twice (one file per input)\n"), r.stderr)
     }
 }

@@ -31,6 +31,16 @@ final class LoaderErrorTests: XCTestCase {
         expectError(pkg) { if case .badManifest = $0 { return true }; return false }
     }
 
+    /// A truncated Manifest.json says where the JSON breaks (it said only "not a JSON object").
+    func testTruncatedManifestNamesTheParseError() throws {
+        let pkg = try Fixtures.copy("tiny_llama_int8.mlpackage", into: self)
+        try Data(#"{"rootModelIdentifier": "X", "itemInfoEntries": {"#.utf8).write(to: URL(fileURLWithPath: pkg + "/Manifest.json"))
+        expectError(pkg) { e in
+            if case let .badManifest(_, reason) = e { return reason == "not valid JSON: line 1 (byte 49): expected key" }
+            return false
+        }
+    }
+
     func testManifestRootMissing() throws {
         let pkg = try Fixtures.copy("tiny_llama_int8.mlpackage", into: self)
         try Data(#"{"fileFormatVersion": "1.0.0", "itemInfoEntries": {}, "rootModelIdentifier": "X"}"#.utf8)

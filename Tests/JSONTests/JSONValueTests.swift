@@ -68,3 +68,26 @@ final class JSONValueTests: XCTestCase {
         }
     }
 }
+
+/// Hostile `\u` escapes: never a trap, the same text Python's `json.loads` gives (a lone
+/// surrogate, which a Swift string cannot hold, as U+FFFD).
+final class JSONEscapeHostileTests: XCTestCase {
+    func testAHighSurrogateBeforeANonLowEscapeIsReplacedNotATrap() throws {
+        // json.loads('"\\ud800\\u0041"') == '\ud800A'; '\ud800\ud800' stays two lone surrogates;
+        // '\udbff\uffff' is a lone surrogate and U+FFFF.
+        XCTAssertEqual(try JSONValue.parse(#""\uD800\u0041""#), .string("\u{FFFD}A"))
+        XCTAssertEqual(try JSONValue.parse(#""\uDBFF\u0000""#), .string("\u{FFFD}\u{0}"))
+        XCTAssertEqual(try JSONValue.parse(#""\uD800\uD800""#), .string("\u{FFFD}\u{FFFD}"))
+        XCTAssertEqual(try JSONValue.parse(#""\uDBFF\uFFFF""#), .string("\u{FFFD}\u{FFFF}"))
+        XCTAssertEqual(try JSONValue.parse(#""\uD83D\uDE00""#), .string("😀"))
+    }
+
+    func testAUEscapeTakesFourHexDigitsOnly() {
+        // json.loads refuses these: "Invalid \uXXXX escape".
+        for text in [#""\u+fff""#, #""\u-000""#, #""\u 123""#, #""\u12""#] {
+            XCTAssertThrowsError(try JSONValue.parse(text), text) { e in
+                XCTAssertEqual((e as? JSONValue.ParseError)?.reason, "bad \\u escape", text)
+            }
+        }
+    }
+}

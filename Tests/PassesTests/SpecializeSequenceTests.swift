@@ -143,4 +143,24 @@ final class SpecializeSequenceTests: XCTestCase {
         XCTAssertEqual(SpecializeSequence.sizes(lower: 1, upper: 16, enumerated: nil), [1, 16])
         XCTAssertEqual(SpecializeSequence.sizes(lower: 4, upper: 16, enumerated: nil), [4, 16])
     }
+
+    /// `sizes` that are not S or S:END of whole numbers ≥ 1 are a `PassError` naming the entry
+    /// (they were dropped, and a list of nothing but such entries removed the function: an
+    /// empty program, then an index trap).
+    func testSizesThatAreNotWholeNumbersAreAPassErrorNotACrash() throws {
+        for bad in ["abc", "", "0", "-4", "1,,2", "1:2:3", "99999999999999999999", "1:x", "4:0"] {
+            PassOptions.values["specialize_sequence.sizes"] = bad
+            XCTAssertThrowsError(try SpecializeSequence.points(lower: 1, upper: 64, enumerated: nil, key: nil), bad) { e in
+                XCTAssertTrue("\(e)".contains("sizes: entry"), "\(bad): \(e)")
+            }
+        }
+        PassOptions.values["specialize_sequence.sizes"] = (1...65).map(String.init).joined(separator: ",")
+        XCTAssertThrowsError(try SpecializeSequence.points(lower: 1, upper: 64, enumerated: nil, key: nil)) { e in
+            XCTAssertTrue("\(e)".contains("at most 64"), "\(e)")
+        }
+        PassOptions.values["specialize_sequence.sizes"] = "abc"
+        let model = try ModelLoader.load(path: Fixtures.path("tiny_llama_fp16.mlpackage"))
+        XCTAssertThrowsError(try PassManager(passes: [SpecializeSequence.self]).run(on: model))
+        XCTAssertFalse(model.program.functions.isEmpty)
+    }
 }

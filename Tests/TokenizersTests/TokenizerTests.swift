@@ -273,6 +273,47 @@ final class TokenizerTests: XCTestCase {
         XCTAssertEqual(try Tokenizer(path: ok).encode("abba"), [2, 1, 0])
     }
 
+    /// Hostile token ids are a `TokenizerError` naming the id, never a trap (a negative added
+    /// token id indexed the id table; an id past Int32 trapped in `Int32(_:)`) nor a
+    /// gigabyte id table (a vocab id of 2^31 − 2 allocated 2^31 entries).
+    func testHostileTokenIdsAreErrorsNotTrapsOrHugeTables() throws {
+        let base = Self.minimal.replacingOccurrences(of: "PRE", with: "null")
+        func with(_ extra: String) -> String { String(base.dropLast()) + ", " + extra + "}" }
+        try assertError(with(#""added_tokens": [{"id": -1, "content": "<x>"}]"#), "addneg", contains: ["added_tokens[0].id", "-1 out of range"])
+        try assertError(with(#""added_tokens": [{"id": 4611686018427387904, "content": "<x>"}]"#), "addhuge", contains: ["out of range"])
+        try assertError(base.replacingOccurrences(of: #""ab": 2"#, with: #""ab": 2147483646"#), "vocabhuge", contains: ["2147483646", "out of range"])
+        try assertError(with(#""post_processor": {"type": "BertProcessing", "cls": ["a", 99999999999], "sep": ["b", 1]}"#), "clshuge",
+                        contains: ["post_processor.cls[1]", "out of range"])
+        try assertError(with(#""post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "a"}}], "special_tokens": {"a": {"ids": [-5]}}}"#),
+                        "tplneg", contains: ["post_processor.special_tokens.a.ids[0]", "out of range"])
+    }
+
+    /// generation_config.json's eos ids outside a token id's range are dropped (99999999999
+    /// trapped in `Int32(_:)` when `generate --chat` built its stop set).
+    func testGenerationConfigEOSIdsOutOfRangeAreDropped() throws {
+        let dir = NSTemporaryDirectory() + "forge-ir-tok-\(ProcessInfo.processInfo.processIdentifier)-gencfg"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try Data(#"{"eos_token": "a"}"#.utf8).write(to: URL(fileURLWithPath: dir + "/tokenizer_config.json"))
+        try Data(#"{"eos_token_id": [99999999999, 2, -1, 7]}"#.utf8).write(to: URL(fileURLWithPath: dir + "/generation_config.json"))
+        XCTAssertEqual(try TokenizerConfig(path: dir + "/tokenizer_config.json").generationEOSIds, [2, 7])
+    }
+
+    /// A tokenizer path that is a FIFO or a device is refused before it is read (a FIFO blocked
+    /// for a writer, /dev/zero was read until memory ran out).
+    func testAFIFOOrADeviceIsRefusedNotRead() throws {
+        let fifo = NSTemporaryDirectory() + "forge-ir-tok-\(ProcessInfo.processInfo.processIdentifier)-fifo.json"
+        try? FileManager.default.removeItem(atPath: fifo)
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        defer { try? FileManager.default.removeItem(atPath: fifo) }
+        for path in [fifo, "/dev/zero", NSTemporaryDirectory()] {
+            XCTAssertThrowsError(try Tokenizer(path: path), path) { e in
+                XCTAssertTrue("\(e)".contains("not a regular file") || "\(e)".contains("a folder"), "\(e)")
+            }
+            XCTAssertThrowsError(try TokenizerConfig(path: path), path)
+        }
+    }
+
     // MARK: scanners vs Swift Regex
 
     /// The hand-written scanners of the GPT-2 and Llama-3 / Qwen2 split regexes against Swift's

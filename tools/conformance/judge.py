@@ -75,8 +75,8 @@ def judge_outputs(meta, outdir):
 
 
 def computes_fp16(meta):
-    """True when an op other than `const` of the case's program has an fp16 output: the test
-    typed its values fp16 itself (fp16 placeholders, weights or parameters), on either backend."""
+    """True when any value of the case's program (inputs and consts included) is fp16: on the fp32 backend,
+    the test typed values fp16 itself (fp16 placeholders, weights, LUTs or parameters)."""
     from coremltools.proto import MIL_pb2, Model_pb2
 
     spec = Model_pb2.Model()
@@ -86,13 +86,16 @@ def computes_fp16(meta):
 
     def walk(block):
         for op in block.operations:
-            if op.type != "const" and any(o.type.tensorType.dataType == fp16 for o in op.outputs):
+            if any(o.type.tensorType.dataType == fp16 for o in op.outputs):
                 return True
             if any(walk(b) for b in op.blocks):
                 return True
         return False
 
-    return any(walk(b) for f in spec.mlProgram.functions.values() for b in f.block_specializations.values())
+    fns = spec.mlProgram.functions.values()
+    if any(i.type.tensorType.dataType == fp16 for f in fns for i in f.inputs):
+        return True
+    return any(walk(b) for f in fns for b in f.block_specializations.values())
 
 
 def precision_of(meta, choice):

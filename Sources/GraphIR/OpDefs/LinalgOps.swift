@@ -3,7 +3,8 @@
 extension OpDefs {
     static func declareLinalg(_ b: inout OpTableBuilder) {
         b.family = .linalg
-        b.add(OpSchema("linear", [x(.float), req("weight", .float), opt("bias", .float)], compressedInputs: ["weight"])) { ctx in
+        // iOS17: weight and bias may be fp16, fp32 or int32 whatever x is (U ∈ {fp16, fp32, i32}).
+        b.add(OpSchema("linear", [x(.float), req("weight", .numeric), opt("bias", .numeric)], compressedInputs: ["weight"])) { ctx in
             let x = try ctx.tensor("x")
             let xs = try ctx.shape("x"), w = try ctx.shape("weight")
             let sh = [("x", text(xs)), ("weight", text(w))]

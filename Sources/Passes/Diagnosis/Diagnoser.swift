@@ -81,7 +81,7 @@ public enum Diagnoser {
         // State patterns.
         findings += StateChecks.run(function: f, interface: interface, inference: inference)
         // fp16 idioms visible without running anything.
-        findings += NumericChecks.run(function: f)
+        findings += NumericChecks.run(function: f, inference: inference)
         // The catalogue's graph patterns.
         findings += PatternChecks.run(function: f, interface: interface)
 

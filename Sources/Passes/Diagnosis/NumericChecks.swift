@@ -4,8 +4,14 @@ import GraphIR
 public enum NumericChecks {
     static let fp16Max = 65504.0
 
-    static func run(function f: Function) -> [Finding] {
+    /// - Parameter inference: when given, shapes are named with their flexible dimensions'
+    ///   symbols (else as declared, `?`).
+    static func run(function f: Function, inference: ShapeInference? = nil) -> [Finding] {
         var out: [Finding] = []
+        func note(_ name: String, _ v: Value) -> ShapeNote {
+            if let t = inference?.symbolic.type(of: v)?.tensor { return ShapeNote(name, t) }
+            return ShapeNote(name, v.type)
+        }
         let idx = OpIndex(f)
         let uses = UseMap(f)
         var ops: [Op] = []
@@ -17,7 +23,7 @@ public enum NumericChecks {
                uses.users(of: out0).contains(where: { $0.type == "reduce_mean" || $0.type == "reduce_sum" }) {
                 let idiom = RMSNormIdiom.match(square: op, uses: uses)
                 out.append(Finding(.info, "fp16_square_in_norm", function: f.name, op: idx.ref(op),
-                                   shapes: [ShapeNote("x", out0.type)],
+                                   shapes: [note("x", out0)],
                                    message: "squares in fp16 before a mean (\(idiom.map { "RMSNorm: " + $0.chain } ?? "RMSNorm/variance")): overflows to inf once |x| > 256; check with --precision fp16 on real activations",
                                    fixPass: idiom != nil ? FP16SafeRMSNorm.name : nil,
                                    fix: idiom != nil ? "Divide x by its row max|x| before squaring (fp16_safe_rms_norm)." : "Divide x by its row max|x| before squaring, or compute the norm in fp32."))
@@ -38,7 +44,7 @@ public enum NumericChecks {
             // log(softmax(x)): log of an fp16 probability that underflowed to 0 is -inf.
             if op.type == "log", let x = op.operand("x")?.value, x.producer?.type == "softmax", x.type.tensorType?.dtype == .fp16 {
                 out.append(Finding(.warning, "fp16_log_softmax", function: f.name, op: idx.ref(op),
-                                   shapes: [ShapeNote("x", x.type)],
+                                   shapes: [note("x", x)],
                                    message: "log(softmax(x)) in fp16: probabilities below 6e-8 round to 0 and their log is -inf (coremltools#2728)",
                                    fixPass: LogSoftmaxStable.name,
                                    fix: "Compute log_softmax as x - reduce_log_sum_exp(x)."))

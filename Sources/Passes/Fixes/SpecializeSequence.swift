@@ -4,6 +4,8 @@ import GraphIR
 /// `pass.key` → value. Read by the passes that take options; set before a pass manager runs.
 public enum PassOptions {
     nonisolated(unsafe) public static var values: [String: String] = [:]
+    /// The `pass.key` options some pass reads (anything else is a typo to refuse).
+    public static let known: [String] = ["\(SpecializeSequence.name).sizes"]
 }
 
 /// `specialize_sequence`: rewrites each function with a flexible sequence dimension (a RangeDim
@@ -25,7 +27,8 @@ public enum PassOptions {
 ///
 /// Sizes: `PassOptions.values["specialize_sequence.sizes"]`, entries `S` or `S:END`
 /// (`1,16,64`; `5:5,1:6,1:7`), default 1 and 64; S clamped to the declared range, END (default
-/// S: a prefill of an empty cache) clamped to the key axis' range; duplicates dropped.
+/// S: a prefill of an empty cache) clamped to the key axis' range; duplicates dropped. At most
+/// 64 entries, each of whole numbers ≥ 1 (anything else is a `PassError`).
 ///
 /// ```
 /// before:  func main(tensor<int32, [1, S]> input_ids, …)  S = RangeDim(1..64)
@@ -78,13 +81,22 @@ public struct SpecializeSequence: Pass {
         (try? points(lower: lower, upper: upper, enumerated: enumerated, key: nil).map(\.s)) ?? []
     }
 
+    /// Most entries `sizes` takes.
+    static let maxSizes = 64
+
     static func points(lower: Int, upper: Int?, enumerated: [Int]?, key: DimConstraint?) throws -> [Point] {
         var asked: [(Int, Int?)] = [(1, nil), (64, nil)]
         if let text = PassOptions.values["\(name).sizes"] {
-            asked = text.split(separator: ",").compactMap { entry in
-                let parts = entry.split(separator: ":").map { Int($0.trimmingCharacters(in: .whitespaces)) }
-                guard let s = parts.first ?? nil else { return nil }
-                return (s, parts.count > 1 ? parts[1] : nil)
+            let entries = text.split(separator: ",", omittingEmptySubsequences: false)
+            guard entries.count <= maxSizes else {
+                throw PassError(pass: name, "sizes: \(entries.count) entries, at most \(maxSizes) (one static function each)")
+            }
+            asked = try entries.map { entry in
+                let parts = entry.split(separator: ":", omittingEmptySubsequences: false).map { Int($0.trimmingCharacters(in: .whitespaces)) }
+                guard parts.count <= 2, parts.allSatisfy({ ($0 ?? 0) >= 1 }) else {
+                    throw PassError(pass: name, "sizes: entry '\(entry)' is not S or S:END of whole numbers ≥ 1 (e.g. 1,16,64 or 5:5,1:6)")
+                }
+                return (parts[0]!, parts.count > 1 ? parts[1] : nil)
             }
         }
         var out: [Point] = []
