@@ -28,7 +28,7 @@ for d in docs:
                    "order": keys_in_order(pairs)})
 
 bad = []
-for d in ['{"a": 1,}', '[1, 2', '{"a" 1}', '\n\n  {"x": tru}', '"unterminated', '{"a": 1} trailing', '[01]', '[1.]', '[-]', '[.5]', '[1e]', '{"a":1}}', '\t[\n1,\n2,\n]', '']:
+for d in ['{"a": 1,}', '[1, 2', '{"a" 1}', '\n\n  {"x": tru}', '"unterminated', '{"a": 1} trailing', '[01]', '[1.]', '[-]', '[.5]', '[1e]', '{"a":1}}', '\t[\n1,\n2,\n]', '["a\tb"]', '\n["new\nline"]', '']:
     try:
         json.loads(d)
         raise SystemExit("expected an error for %r" % d)

@@ -134,7 +134,12 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
         var i = 0
 
         mutating func skipSpace() {
-            while i < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[i]) { i += 1 }
+            while i < bytes.count {
+                switch bytes[i] {
+                case 0x20, 0x0A, 0x0D, 0x09: i += 1
+                default: return
+                }
+            }
         }
 
         func fail(_ reason: String) -> ParseError {
@@ -251,6 +256,8 @@ public indirect enum JSONValue: Hashable, Sendable, CustomStringConvertible {
                     i += 1
                     return out
                 }
+                // RFC 8259 §7 (and Python's json.loads): control characters are escaped in strings.
+                if c < 0x20 { throw fail("a raw control character (0x\(String(c, radix: 16))) in a string; write it as an escape") }
                 if c == UInt8(ascii: "\\") {
                     flush(i)
                     i += 1

@@ -122,11 +122,12 @@ enum BenchCommand: Command {
         try checkFits(cfg, contextLength: res.contextLength)
         let (depthIDs, prompt, decodeIDs) = try randomIDs(cfg, generator: generator, model: model)
         try measure(cfg, generator: generator, depthIDs: depthIDs, prompt: prompt, decodeIDs: decodeIDs, into: &res, say: say)
+        // Peak RSS of the runs, read before the bandwidth probe maps its own 256 MiB buffer.
+        res.peakRSS = peakResidentBytes()
         // The bandwidth bound of decoding, measured now (same machine load as the runs above).
         res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(threads: ProcessInfo.processInfo.activeProcessorCount) : 0
         res.weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
         res.kvBytes = generator.contract.liveKVBytes(in: model, live: cfg.p + cfg.n / 2)
-        res.peakRSS = peakResidentBytes()
         res.size = packageBytes(cfg.path)
         res.params = ModelSummary(model).parameterCount
         res.contract = generator.contract.recipeName
