@@ -160,12 +160,7 @@ struct ContractFileReader {
         self.o = o
         self.model = model
         self.file = file
-        func string(_ k: String) throws -> String? {
-            guard let v = o[k] else { return nil }
-            guard let s = v.stringValue else { throw GenerationError("\(file): \"\(k)\" must be a string") }
-            return s
-        }
-        let fname = try string("function"), pre = try string("prefill"), dec = try string("decode")
+        let fname = try Self.string(o, "function", file), pre = try Self.string(o, "prefill", file), dec = try Self.string(o, "decode", file)
         if (pre == nil) != (dec == nil) { throw GenerationError("\(file): give both \"prefill\" and \"decode\", or neither") }
         let base: GenerationContract?
         if let pre, let dec {
@@ -188,9 +183,12 @@ struct ContractFileReader {
         GenerationError("\(file): \"\(key)\" must be \(expected)")
     }
 
-    func string(_ k: String) throws -> String? {
+    func string(_ k: String) throws -> String? { try Self.string(o, k, file) }
+
+    /// `o[k]` as a string (nil when absent); usable before `self` is initialised.
+    static func string(_ o: JSONObject, _ k: String, _ file: String) throws -> String? {
         guard let v = o[k] else { return nil }
-        guard let s = v.stringValue else { throw bad(k, "a string") }
+        guard let s = v.stringValue else { throw GenerationError("\(file): \"\(k)\" must be a string") }
         return s
     }
 

@@ -240,6 +240,12 @@ public struct BroadcastPlan {
         let r = dims.count - 1
         if r == 0 { body(0, 0, 0); return }
         let inner = dims[r]
+        if r == 1 {
+            // One outer dimension (the common case after merging): no cursor to allocate.
+            let sa = strides[0][0], sb = strides[1][0]
+            for run in 0..<dims[0] { body(run * inner, run * sa, run * sb) }
+            return
+        }
         var cursor = StridedCursor(shape: Array(dims.dropLast()), a: Array(strides[0].dropLast()), b: Array(strides[1].dropLast()))
         for run in 0..<dims.dropLast().reduce(1, *) {
             body(run * inner, cursor.offsetA, cursor.offsetB)
@@ -253,6 +259,11 @@ public struct BroadcastPlan {
         let r = dims.count - 1
         if r == 0 { body(0, 0, 0, 0); return }
         let inner = dims[r]
+        if r == 1 {
+            let sa = strides[0][0], sb = strides[1][0], sc = strides[2][0]
+            for run in 0..<dims[0] { body(run * inner, run * sa, run * sb, run * sc) }
+            return
+        }
         var cursor = StridedCursor(shape: Array(dims.dropLast()), a: Array(strides[0].dropLast()), b: Array(strides[1].dropLast()),
                                    c: Array(strides[2].dropLast()))
         for run in 0..<dims.dropLast().reduce(1, *) {
