@@ -104,7 +104,25 @@ struct FusedFallback {
             }
         }
         guard let v = local[result] else { throw KernelError("fused fallback: no result") }
+        if let pool = BufferPool.current { FusedFallback.recycle(local, result: v, operands: values, into: pool) }
         return v
+    }
+
+    /// Gives the storage of the intermediate values back to the plan's pool, as the plan does
+    /// for released slots: without it each fallback call took buffers from the pool and freed
+    /// them, so the next ops of that size allocated (and page-faulted) fresh ones (the BERT
+    /// encoder's attention: 4 scores-sized buffers per layer and call). Storage shared with the
+    /// result or an operand stays out; a buffer is given back once. A recycled buffer still
+    /// referenced elsewhere is copied on write by whoever takes it (never shared writes).
+    static func recycle(_ local: [RuntimeValue?], result: RuntimeValue, operands: [RuntimeValue], into pool: BufferPool) {
+        var skip = Set<UnsafeRawPointer>()
+        for x in operands + [result] {
+            if case let .tensor(t) = x, let b = BufferPool.base(t.data) { skip.insert(b) }
+        }
+        for case let .tensor(t)? in local {
+            guard let b = BufferPool.base(t.data), skip.insert(b).inserted else { continue }
+            pool.recycle(t.data)
+        }
     }
 }
 

@@ -62,6 +62,13 @@ final class AttentionChainTests: XCTestCase {
 
     func run(_ f: Function, observing: ObservedValues) throws -> ([Float], ExecutionPlan) {
         let plan = try ExecutionPlan(function: f, observing: observing)
+        let (inputs, states) = try feeds(f)
+        let out = try plan.run(inputs: inputs, states: states)
+        return (try XCTUnwrap(out["o"]).floats, plan)
+    }
+
+    /// Seeded inputs and states of `f`.
+    func feeds(_ f: Function) throws -> ([String: Tensor], [String: StateBuffer]) {
         var states: [String: StateBuffer] = [:]
         var g = KVCacheFusionTests.Rand(state: 3)
         for v in f.stateInputs {
@@ -72,10 +79,32 @@ final class AttentionChainTests: XCTestCase {
         let cols = f.inputs.first { $0.name == "mask" }!.type.tensorType!.shape[3].fixedValue!
         var mask = [Float](repeating: 0, count: s * cols)
         mask[cols - 1] = -.infinity  // row 0 does not see the last live row
-        let out = try plan.run(inputs: ["q": Tensor(.fp32, shape: [1, h, s, d], floats: g.array(h * s * d)),
-                                        "live": Tensor(.int32, shape: [1], ints: [5]),
-                                        "mask": Tensor(.fp32, shape: [1, 1, s, cols], floats: mask)], states: states)
-        return (try XCTUnwrap(out["o"]).floats, plan)
+        return (["q": Tensor(.fp32, shape: [1, h, s, d], floats: g.array(h * s * d)),
+                 "live": Tensor(.int32, shape: [1], ints: [5]),
+                 "mask": Tensor(.fp32, shape: [1, 1, s, cols], floats: mask)], states)
+    }
+
+    /// A fused step that runs its original ops on every call (the `tile` modulo chain) gives
+    /// their intermediate buffers back to the plan's pool: after the warm-up calls no kernel
+    /// output is allocated (before, each call allocated them again), and the results stay the
+    /// unfused plan's.
+    func testFallbackGivesItsBuffersBack() throws {
+        let f = build(.tileModulo)
+        let (plain, _) = try run(f, observing: .all)
+        let plan = try ExecutionPlan(function: f, observing: .none)
+        plan.pool.tracking = true
+        for call in 0..<4 {
+            let (inputs, states) = try feeds(f)
+            plan.pool.resetStats()
+            let out = try plan.run(inputs: inputs, states: states)
+            XCTAssertEqual(try XCTUnwrap(out["o"]).floats, plain, "call \(call)")
+            plan.recycle(out)
+            if call >= 2 {
+                XCTAssertEqual(plan.pool.stats.misses, 0, "call \(call): new buffers for \(plan.pool.stats.missesByOp)")
+            }
+        }
+        let site = try XCTUnwrap(plan.fusionSites.first { $0.kind == "scaled_dot_product_attention" })
+        XCTAssertEqual(site.fallbacks.values.reduce(0, +), 4)
     }
 
     func testChainsFuseOrFallBackToTheGraph() throws {
