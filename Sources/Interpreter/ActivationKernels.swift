@@ -71,11 +71,16 @@ enum ActivationKernels {
         switch mode {
         case "EXACT":
             // C body (fk_gelu_erf, the formula of FastExp.geluExact8): Swift's SIMD8 selects
-            // lower to per-lane code, ~10× the instructions.
+            // lower to per-lane code, ~10× the instructions. Element by element, so chunks on
+            // several cores give the same bits (~7 cycles an element: cost ≈ 40 multiply-adds).
             let x = try inv.tensor("x")
             let src = x.floats
-            let out: [Float] = BufferPool.build(src.count) { o in
-                src.withUnsafeBufferPointer { s in if let b = s.baseAddress { fk_gelu_erf(b, o, src.count) } }
+            let n = src.count
+            let out: [Float] = BufferPool.build(n) { o in
+                src.withUnsafeBufferPointer { s in
+                    guard let b = s.baseAddress else { return }
+                    GEMM.parallelChunks(n, align: 64, work: n * 40) { r in fk_gelu_erf(b + r.lowerBound, o + r.lowerBound, r.count) }
+                }
             }
             return [EW.floatResult(inv.outputDType(), x.shape, out)]
         case "TANH_APPROXIMATION":
@@ -110,16 +115,21 @@ enum ActivationKernels {
         let axis = try Act.axis(try inv.int("axis", default: -1), rank: x.rank, op: "softmax")
         let src = x.floats
         let (outer, n, inner) = Act.split(x.shape, axis)
-        var out = BufferPool.zeros(src.count)
+        // Both paths below write every element.
+        var out: [Float] = BufferPool.uninitialized(src.count)
         guard !src.isEmpty else { return [EW.floatResult(inv.outputDType(), x.shape, out)] }
         src.withUnsafeBufferPointer { sp in
             out.withUnsafeMutableBufferPointer { op in
                 let s = sp.baseAddress!, o = op.baseAddress!
                 if inner == 1 {
                     // C rows (fk_softmax_rows: vectorized exp; Swift's SIMD8 exp lowers to
-                    // per-lane selects), in place on a copy.
-                    o.update(from: s, count: src.count)
-                    fk_softmax_rows(o, outer, n, n)
+                    // per-lane selects), in place on a copy; rows split across cores (each row
+                    // on its own: the same bits however they are split).
+                    GEMM.parallelChunks(outer, work: outer * n * 24) { r in
+                        let off = r.lowerBound * n
+                        (o + off).update(from: s + off, count: r.count * n)
+                        fk_softmax_rows(o + off, r.count, n, n)
+                    }
                 } else {
                     var m = [Float](repeating: 0, count: inner)
                     var sum = [Float](repeating: 0, count: inner)

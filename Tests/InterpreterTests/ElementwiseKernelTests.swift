@@ -117,6 +117,38 @@ final class ElementwiseKernelTests: XCTestCase {
         XCTAssertEqual(Double(g[4]), 0.5 * (1 + Foundation.erf(1 / 2.0.squareRoot())), accuracy: 1e-7)
     }
 
+    /// The gelu (EXACT) and softmax ops split large inputs across cores (chunks of elements,
+    /// chunks of rows): tensors big enough to be split give the Double-precision references
+    /// (gelu: 0.5·x·erfc(−x/√2) within 4e-7·max(|x|, 1); softmax: exp(x − max) / Σ within
+    /// 4e-6 relative + 4e-12: a few ulp of exp plus the fp32 row sum), every chunk boundary
+    /// included.
+    func testLargeGeluAndSoftmaxSplitAcrossCores() throws {
+        let n = 196_613  // not a multiple of the chunk alignment
+        let xs = (0..<n).map { Float(sin(Double($0) * 0.37) * 6) }
+        let g = try TransformKernelTests.invoke("gelu", ["x": Tensor(.fp32, shape: [n], floats: xs)])[0].floats
+        var worst = 0.0
+        for (x, y) in zip(xs, g) {
+            let want = 0.5 * Double(x) * Foundation.erfc(-Double(x) / 2.0.squareRoot())
+            worst = max(worst, abs(Double(y) - want) / max(1, abs(Double(x))))
+        }
+        XCTAssertLessThanOrEqual(worst, 4e-7)
+        let (rows, cols) = (301, 515)
+        let ss = (0..<rows * cols).map { Float(sin(Double($0) * 0.11) * 8) }
+        let sm = try TransformKernelTests.invoke("softmax", ["x": Tensor(.fp32, shape: [rows, cols], floats: ss)])[0].floats
+        var worstRel = 0.0
+        for r in 0..<rows {
+            let row = ss[(r * cols)..<((r + 1) * cols)].map(Double.init)
+            let m = row.max()!
+            let e = row.map { Foundation.exp($0 - m) }
+            let total = e.reduce(0, +)
+            for c in 0..<cols {
+                let want = e[c] / total
+                worstRel = max(worstRel, abs(Double(sm[r * cols + c]) - want) / (want + 1e-6))
+            }
+        }
+        XCTAssertLessThanOrEqual(worstRel, 4e-6)
+    }
+
     // MARK: - broadcasting
 
     func testBroadcastShapes() throws {
