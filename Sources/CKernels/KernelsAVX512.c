@@ -499,6 +499,27 @@ T512 int fk__sgemm_nt_avx512(FK_ARGS_NT) {
     return 1;
 }
 
+/// B (N × K) as the panels fk__sgemm_nt_avx512 packs per call, all at once: panel p (columns
+/// 32p ..< 32p + 32, zero past N) at Bp + 32·K·p, K × 32 floats, k-major.
+T512 void fk__sgemm_pack_nt_avx512(long N, long K, const float *B, long ldb, float *Bp) {
+    for (long j = 0; j < N; j += NRP)
+        for (long k0 = 0; k0 < K; k0 += KC)
+            pack_nt(B + j * ldb + k0, ldb, (int)lmin5(NRP, N - j), lmin5(KC, K - k0), Bp + j * K + k0 * NRP);
+}
+
+/// fk__sgemm_nt_avx512 on B's packed form, columns n0 ..< n0 + N (n0 % 32 == 0): the same
+/// tiles over the same panels, so the same bits.
+T512 void fk__sgemm_nt_packed_avx512(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C,
+                                     long ldc, const float *bias, int acc) {
+    for (long j = 0; j < N; j += NRP) {
+        const int nc = (int)lmin5(NRP, N - j);
+        const float *panel = Bp + (n0 + j) * K;
+        for (long k0 = 0; k0 < K || k0 == 0; k0 += KC)
+            panel_rows(M, lmin5(KC, K - k0), A + k0, lda, panel + k0 * NRP, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL,
+                       k0 == 0 ? acc : 1);
+    }
+}
+
 T512 int fk__sgemm_nn_avx512(FK_ARGS_NT) {
     if (M <= 0 || N <= 0) return 1;
     if (N < 16) return 0;  // mostly masked-off 32-wide strips: left to the level-1 body (8-wide strips)

@@ -65,6 +65,9 @@ FK_HIDDEN void fk__q8_gemv_avx2(FK_ARGS_Q8);
 // they leave to the level below.
 FK_HIDDEN int fk__sgemm_nt_avx512(FK_ARGS_NT);
 FK_HIDDEN int fk__sgemm_nn_avx512(FK_ARGS_NT);
+FK_HIDDEN void fk__sgemm_pack_nt_avx512(long N, long K, const float *B, long ldb, float *Bp);
+FK_HIDDEN void fk__sgemm_nt_packed_avx512(long M, long N, long K, const float *A, long lda, const float *Bp, long n0,
+                                          float *C, long ldc, const float *bias, int acc);
 FK_HIDDEN int fk__qgemm_nt_avx512(FK_ARGS_Q);
 FK_HIDDEN int fk__dequant_avx512(FK_ARGS_DQ);
 // AVX-512 VNNI (+ VL): the Q8 product with 256-bit vpdpbusd; needs `xc`.

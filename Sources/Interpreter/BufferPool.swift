@@ -200,6 +200,17 @@ public final class BufferPool {
         if forRun { pinnedForRun.insert(base) } else { pinned.insert(base) }
     }
 
+    /// Packed panels of this plan's constant fp32 `linear` weights (``PackedWeights``).
+    let packedWeights = PackedWeights()
+
+    /// The packed panels of `w` (`n × k`) when `w` is the storage of one of the plan's
+    /// constants (pinned for the plan's life), packed on first use; nil for any other storage
+    /// (a computed weight would be packed again on every call) or without a packed route.
+    func packedConstant(_ w: [Float], n: Int, k: Int) -> PackedWeights.Panels? {
+        guard let b = BufferPool.base(.float(w)), pinned.contains(b) else { return nil }
+        return packedWeights.panels(for: w, n: n, k: k)
+    }
+
     static func base(_ d: TensorData) -> UnsafeRawPointer? {
         func b<T>(_ a: [T]) -> UnsafeRawPointer? { a.withUnsafeBufferPointer { $0.baseAddress.map(UnsafeRawPointer.init) } }
         switch d {

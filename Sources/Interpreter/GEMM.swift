@@ -84,6 +84,28 @@ public enum GEMM {
         }
     }
 
+    /// ``nt`` with B (`n × k`, contiguous) taken from its packed panels when it is a constant of
+    /// the running plan (``BufferPool/packedConstant(_:n:k:)``), the level has that route and
+    /// the product has rows enough for it (m ≥ 4, n ≥ 24, as `fk_sgemm_nt`'s AVX-512 route);
+    /// else ``nt`` on `weight`. Chunks of whole 32-column panels.
+    static func ntPacked(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, weight: [Float],
+                         c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil) {
+        guard m > 0, n > 0 else { return }
+        MatmulKernels.withBase(weight) { b in
+            guard m >= 4, n >= 24, k > 0, simdLevel >= 2, let p = BufferPool.current?.packedConstant(weight, n: n, k: k) else {
+                nt(m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: k, c: c, ldc: ldc, bias: bias)
+                return
+            }
+            parallelChunks(n, align: 32, work: m * n * k) { r in
+                let j = r.lowerBound, bj = bias.map { $0 + j }
+                // 0 only if the level was lowered meanwhile (tests): this chunk from B itself.
+                if fk_sgemm_nt_packed(m, r.count, k, a, lda, p.pointer, j, c + j, ldc, bj, 0) == 0 {
+                    fk_sgemm_nt(m, r.count, k, a, lda, b + j * k, k, c + j, ldc, bj, 0)
+                }
+            }
+        }
+    }
+
     /// `C[m, n] (+)= Σ_k A[m·lda + k] · B[k·ldb + n] (+ bias[n])` — A·B ("NN").
     static func nn(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
                    c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,

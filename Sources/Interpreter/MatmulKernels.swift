@@ -60,10 +60,7 @@ enum MatmulKernels {
                             try QuantizedGEMM.nt(m: m, a: xp, lda: k, weight: q, c: op.baseAddress!, ldc: n, bias: bp,
                                                  int8Activations: inv.int8Activations)
                         } else {
-                            let w = try weight.dense().floats
-                            withBase(w) { wp in
-                                GEMM.nt(m: m, n: n, k: k, a: xp, lda: k, b: wp, ldb: k, c: op.baseAddress!, ldc: n, bias: bp)
-                            }
+                            GEMM.ntPacked(m: m, n: n, k: k, a: xp, lda: k, weight: try weight.dense().floats, c: op.baseAddress!, ldc: n, bias: bp)
                         }
                     }
                 }
