@@ -91,7 +91,7 @@ public struct ArrayFeature: Hashable, Sendable {
     }
 }
 
-/// Core ML `ImageFeatureType` (kept for round trips; forge-ir does not run image models).
+/// Core ML `ImageFeatureType`; `Interpreter.ImageInput` turns pixels into the function input.
 public struct ImageFeature: Hashable, Sendable {
     public var width: Int64
     public var height: Int64
