@@ -26,7 +26,10 @@ Small (committed, models-ir/foreign/):
                          `model(input_ids, attention_mask=…, return_dict=False)[0]`, inputs
                          `input_ids` / `attention_mask` int32 [1, RangeDim(1, 64)], output renamed
                          `logits`, `compute_precision=FLOAT32` (exporters' default "float32").
-  nn_classifier          the same small CNN as a neural network (`convert_to="neuralnetwork"`,
+  hf_bert_encoder        exporters' feature-extraction export of a tiny random `BertModel`: the
+                         same two int32 [1, RangeDim(1, 64)] inputs (separate RangeDims in the
+                         package), output `last_hidden_state`; the reference pads two tokens.
+  nn_classifier          a small CNN as a neural network (`convert_to="neuralnetwork"`,
                          `.mlmodel`): forge-ir must refuse it with a clear message.
 
 Large (--large, not committed, models-ir/large/foreign/):
@@ -268,6 +271,36 @@ def gen_hf_causal_lm(out_dir):
     return path
 
 
+def gen_hf_bert_encoder(out_dir):
+    """exporters' "default" (feature-extraction) task for a BERT: last_hidden_state."""
+    from transformers import BertConfig, BertModel
+
+    name = "hf_bert_encoder"
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=128, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                     max_position_embeddings=64, attn_implementation="eager")
+    model = BertModel(cfg, add_pooling_layer=False).eval()
+    wrapper = ExportersWrapper(model).eval()
+    seq = 8
+    ids = torch.randint(0, cfg.vocab_size, (1, seq), dtype=torch.int64)
+    mask = torch.ones((1, seq), dtype=torch.int64)
+    traced = torch.jit.trace(wrapper, [ids, mask], strict=True)
+    shape = ct.Shape([1, ct.RangeDim(1, 64)], default=None)
+    inputs = [ct.TensorType(name="input_ids", shape=shape, dtype=np.int32),
+              ct.TensorType(name="attention_mask", shape=shape, dtype=np.int32)]
+    mlmodel = ct.convert(traced, inputs=inputs, convert_to="mlprogram", compute_precision=ct.precision.FLOAT32)
+    spec = mlmodel._spec
+    ct.utils.rename_feature(spec, spec.description.output[0].name, "last_hidden_state", rename_inputs=False)
+    mlmodel = ct.models.MLModel(spec, weights_dir=mlmodel.weights_dir)
+    path = save(mlmodel, out_dir, name)
+    ids_np = np.array([[5, 17, 99, 3, 64, 120, 7, 42, 1, 0]], dtype=np.int32)
+    mask_np = np.array([[1, 1, 1, 1, 1, 1, 1, 1, 0, 0]], dtype=np.int32)  # two padding tokens
+    with torch.no_grad():
+        h = wrapper(torch.from_numpy(ids_np).long(), torch.from_numpy(mask_np).long())[0].numpy()
+    savez(os.path.join(out_dir, name + "_torch.npz"), input_ids=ids_np, attention_mask=mask_np, last_hidden_state=h)
+    return path
+
+
 # --- a neural network (not an ML Program) --------------------------------------------------
 
 def gen_nn_classifier(out_dir):
@@ -330,7 +363,7 @@ def gen_minilm_embedding(out_dir):
 
 
 SMALL = {"mobilenet_classifier": gen_mobilenet_classifier, "stateful_toy_kv": gen_stateful_toy_kv,
-         "hf_causal_lm": gen_hf_causal_lm, "nn_classifier": gen_nn_classifier}
+         "hf_causal_lm": gen_hf_causal_lm, "hf_bert_encoder": gen_hf_bert_encoder, "nn_classifier": gen_nn_classifier}
 LARGE = {"minilm_embedding": gen_minilm_embedding, "mobilenet_v2_224": gen_mobilenet_v2_224}
 
 

@@ -93,3 +93,19 @@ extension CLITests {
         XCTAssertTrue(r.stderr.contains("convert_to=\"mlprogram\""), r.stderr)
     }
 }
+
+extension CLITests {
+    /// exporters' BERT export gives `input_ids` and `attention_mask` separate RangeDims: diagnose
+    /// binds the mask to the ids' length (a tokenizer's contract) instead of reporting the shape
+    /// error a mask of another length would hit; the padded call matches torch.
+    func testExportersEncoderDiagnosesCleanAndMatchesTorch() throws {
+        let model = try fixture("foreign/hf_bert_encoder.mlpackage")
+        let d = try run(["diagnose", model, "--seq", "8"])
+        XCTAssertEqual(d.status, 0, d.stdout + d.stderr)
+        XCTAssertTrue(d.stdout.contains("shapes inferred at: attention_mask_1=8, input_ids_1=8 ok"), d.stdout)
+        XCTAssertTrue(d.stdout.contains("'attention_mask' has one entry per token id"), d.stdout)
+        XCTAssertTrue(d.stdout.contains("0 errors"), d.stdout)
+        let c = try run(["compare", model, "--reference", "models-ir/foreign/hf_bert_encoder_torch.npz", "--atol", "1e-5", "--rtol", "0"])
+        XCTAssertEqual(c.status, 0, c.stdout + c.stderr)
+    }
+}
