@@ -109,3 +109,20 @@ extension CLITests {
         XCTAssertEqual(c.status, 0, c.stdout + c.stderr)
     }
 }
+
+extension CLITests {
+    /// A reference holding outputs but not the inputs they came from is compared with a run on
+    /// generated inputs: compare says so instead of passing or failing silently.
+    func testCompareNotesAReferenceWithoutInputs() throws {
+        let model = try fixture("foreign/hf_causal_lm.mlpackage")
+        let tmp = foreignTemp()
+        try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: tmp) }
+        let ref = try NPZ.read(path: Self.repoRoot + "/models-ir/foreign/hf_causal_lm_torch.npz")
+        try NPY.write(try XCTUnwrap(ref["logits"]), path: tmp + "/logits.npy")
+        let r = try run(["compare", model, "--reference", tmp])
+        XCTAssertTrue(r.stderr.contains("holds no inputs of function 'main': its values are compared with a run on generated inputs"), r.stderr)
+        let ok = try run(["compare", model, "--reference", "models-ir/foreign/hf_causal_lm_torch.npz", "--atol", "1e-5", "--rtol", "0"])
+        XCTAssertFalse(ok.stderr.contains("holds no inputs"), ok.stderr)
+    }
+}
