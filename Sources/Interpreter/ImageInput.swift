@@ -18,8 +18,7 @@ public enum ImageInput {
 
     /// `"RGB 64x64"`-style text of an image feature.
     public static func text(_ f: ImageFeature) -> String {
-        let space = [grayscale: "grayscale", rgb: "RGB", bgr: "BGR", grayscaleFloat16: "grayscale fp16"][f.colorSpace] ?? "color space \(f.colorSpace)"
-        return "\(space) \(f.width)x\(f.height)"
+        "\(f.colorSpaceName) \(f.width)x\(f.height)"
     }
 
     /// `t` as the tensor the function input `input` takes (see the type's documentation).

@@ -32,6 +32,12 @@ extension CLITests {
         let outs = try XCTUnwrap(json["outputs"]?.arrayValue)
         XCTAssertEqual(outs.first?["value"]?.stringValue, want[0])
         XCTAssertEqual(outs.last?["classes"]?.arrayValue?.count, 10)
+        let dump = try run(["dump", model, "--summary"])
+        XCTAssertTrue(dump.stdout.contains("input_1: image RGB 64x64"), dump.stdout)
+        let desc = try JSONValue.parse(try run(["dump", model, "--json"]).stdout)
+        XCTAssertEqual(desc["inputs"]?.arrayValue?.first?["image"]?["color_space"]?.stringValue, "RGB")
+        XCTAssertEqual(desc["inputs"]?.arrayValue?.first?["image"]?["width"]?.intValue, 64)
+        XCTAssertEqual(desc["outputs"]?.arrayValue?.last?["dictionary"]?["key_type"]?.stringValue, "string")
     }
 
     /// The same pixels reversed to BGR are a different image; the [1, 3, H, W] float tensor
