@@ -38,6 +38,10 @@ extension CLITests {
         XCTAssertEqual(desc["inputs"]?.arrayValue?.first?["image"]?["color_space"]?.stringValue, "RGB")
         XCTAssertEqual(desc["inputs"]?.arrayValue?.first?["image"]?["width"]?.intValue, 64)
         XCTAssertEqual(desc["outputs"]?.arrayValue?.last?["dictionary"]?["key_type"]?.stringValue, "string")
+        // diagnose's fp16 run takes the pixels as run does.
+        let d = try run(["diagnose", model, "--precision", "fp16", "--inputs", "models-ir/foreign/mobilenet_classifier_inputs.npz"])
+        XCTAssertEqual(d.status, 0, d.stdout + d.stderr)
+        XCTAssertTrue(d.stdout.contains("fp16_overflow main (fp16; inputs from"), d.stdout)
     }
 
     /// The same pixels reversed to BGR are a different image; the [1, 3, H, W] float tensor
