@@ -92,6 +92,10 @@ extension CLITests {
         let lm = try fixture("foreign/hf_causal_lm.mlpackage")
         let b = try run(["compare", lm, "--reference", "models-ir/foreign/hf_causal_lm_torch.npz", "--atol", "1e-5", "--rtol", "0"])
         XCTAssertEqual(b.status, 0, b.stdout + b.stderr)
+        // No KV cache: generate says that this kind of model is not supported (not only "--contract").
+        let g = try run(["generate", lm, "--prompt-ids", "1,2", "--max-tokens", "2"])
+        XCTAssertEqual(g.status, 1)
+        XCTAssertTrue(g.stderr.contains("a model without a KV cache (one that recomputes the whole sequence per call"), g.stderr)
     }
 
     /// A neural network `.mlmodel` (convert_to="neuralnetwork") is refused in one line.
