@@ -279,24 +279,31 @@ struct JinjaParser {
         return expr
     }
 
-    private mutating func parseOr() throws -> JinjaExpr {
-        var left = try parseAnd()
-        while isName("or") {
+    /// One left-associative binary level (Jinja's parser: `or`, `and`, `+ -`, `~`, `* / // %`,
+    /// `**`): operands from `next`, joined while `op` names an operator at the current token.
+    private mutating func leftAssociative(_ next: (inout Self) throws -> JinjaExpr,
+                                          _ op: (Self) -> String?) throws -> JinjaExpr {
+        var left = try next(&self)
+        while let o = op(self) {
             let line = current.line
             advance()
-            left = .binary("or", left, try parseAnd(), line: line)
+            left = .binary(o, left, try next(&self), line: line)
         }
         return left
     }
 
+    /// The current token's operator when it is one of `ops`.
+    private func op(in ops: Set<String>) -> String? {
+        if case let .op(o) = current.kind, ops.contains(o) { return o }
+        return nil
+    }
+
+    private mutating func parseOr() throws -> JinjaExpr {
+        try leftAssociative({ try $0.parseAnd() }, { $0.isName("or") ? "or" : nil })
+    }
+
     private mutating func parseAnd() throws -> JinjaExpr {
-        var left = try parseNot()
-        while isName("and") {
-            let line = current.line
-            advance()
-            left = .binary("and", left, try parseNot(), line: line)
-        }
-        return left
+        try leftAssociative({ try $0.parseNot() }, { $0.isName("and") ? "and" : nil })
     }
 
     private mutating func parseNot() throws -> JinjaExpr {
@@ -330,45 +337,19 @@ struct JinjaParser {
     }
 
     private mutating func parseMath1() throws -> JinjaExpr {
-        var left = try parseConcat()
-        while isOp("+") || isOp("-") {
-            guard case let .op(o) = current.kind else { break }
-            let line = current.line
-            advance()
-            left = .binary(o, left, try parseConcat(), line: line)
-        }
-        return left
+        try leftAssociative({ try $0.parseConcat() }, { $0.op(in: ["+", "-"]) })
     }
 
     private mutating func parseConcat() throws -> JinjaExpr {
-        var left = try parseMath2()
-        while isOp("~") {
-            let line = current.line
-            advance()
-            left = .binary("~", left, try parseMath2(), line: line)
-        }
-        return left
+        try leftAssociative({ try $0.parseMath2() }, { $0.op(in: ["~"]) })
     }
 
     private mutating func parseMath2() throws -> JinjaExpr {
-        var left = try parsePow()
-        while true {
-            guard case let .op(o) = current.kind, ["*", "/", "//", "%"].contains(o) else { break }
-            let line = current.line
-            advance()
-            left = .binary(o, left, try parsePow(), line: line)
-        }
-        return left
+        try leftAssociative({ try $0.parsePow() }, { $0.op(in: ["*", "/", "//", "%"]) })
     }
 
     private mutating func parsePow() throws -> JinjaExpr {
-        var left = try parseUnary()
-        while isOp("**") {
-            let line = current.line
-            advance()
-            left = .binary("**", left, try parseUnary(), line: line)
-        }
-        return left
+        try leftAssociative({ try $0.parseUnary() }, { $0.op(in: ["**"]) })
     }
 
     private mutating func parseUnary(withFilter: Bool = true) throws -> JinjaExpr {
