@@ -317,18 +317,18 @@ struct JinjaParser {
 
     private mutating func parseCompare() throws -> JinjaExpr {
         let line = current.line
-        let first = try parseMath1()
+        let first = try parseArithmetic()
         var ops: [(String, JinjaExpr)] = []
         while true {
             if case let .op(o) = current.kind, ["==", "!=", "<", "<=", ">", ">="].contains(o) {
                 advance()
-                ops.append((o, try parseMath1()))
+                ops.append((o, try parseArithmetic()))
             } else if isName("in") {
                 advance()
-                ops.append(("in", try parseMath1()))
+                ops.append(("in", try parseArithmetic()))
             } else if isName("not"), peek().kind == .name("in") {
                 advance(); advance()
-                ops.append(("notin", try parseMath1()))
+                ops.append(("notin", try parseArithmetic()))
             } else {
                 break
             }
@@ -336,20 +336,14 @@ struct JinjaParser {
         return ops.isEmpty ? first : .compare(first, ops, line: line)
     }
 
-    private mutating func parseMath1() throws -> JinjaExpr {
-        try leftAssociative({ try $0.parseConcat() }, { $0.op(in: ["+", "-"]) })
-    }
+    /// Jinja's arithmetic levels below the comparisons, loosest first: `+ -`, `~`, `* / // %`,
+    /// `**` (each left-associative; below the last come unary operators and filters).
+    private static let arithmeticLevels: [Set<String>] = [["+", "-"], ["~"], ["*", "/", "//", "%"], ["**"]]
 
-    private mutating func parseConcat() throws -> JinjaExpr {
-        try leftAssociative({ try $0.parseMath2() }, { $0.op(in: ["~"]) })
-    }
-
-    private mutating func parseMath2() throws -> JinjaExpr {
-        try leftAssociative({ try $0.parsePow() }, { $0.op(in: ["*", "/", "//", "%"]) })
-    }
-
-    private mutating func parsePow() throws -> JinjaExpr {
-        try leftAssociative({ try $0.parseUnary() }, { $0.op(in: ["**"]) })
+    /// The expression at arithmetic level `level` (0: a comparison's operand).
+    private mutating func parseArithmetic(_ level: Int = 0) throws -> JinjaExpr {
+        guard level < Self.arithmeticLevels.count else { return try parseUnary() }
+        return try leftAssociative({ try $0.parseArithmetic(level + 1) }, { $0.op(in: Self.arithmeticLevels[level]) })
     }
 
     private mutating func parseUnary(withFilter: Bool = true) throws -> JinjaExpr {
