@@ -240,13 +240,10 @@ struct JinjaParser {
         let name = try expectName()
         var params: [(String, JinjaExpr?)] = []
         try expect(op: "(")
-        while !isOp(")") {
-            if !params.isEmpty { try expect(op: ",") }
-            if isOp(")") { break }
-            let p = try expectName()
-            params.append((p, skip(op: "=") ? try parseExpression() : nil))
+        try commaSeparated(until: ")") { parser in
+            let p = try parser.expectName()
+            params.append((p, parser.skip(op: "=") ? try parser.parseExpression() : nil))
         }
-        try expect(op: ")")
         try expectBlockEnd()
         let body = try parseBlock(ending: "endmacro", opened: "macro", line: line)
         return .macro(name: name, parameters: params, body: body, line: line)
@@ -290,6 +287,21 @@ struct JinjaParser {
             left = .binary(o, left, try next(&self), line: line)
         }
         return left
+    }
+
+    /// Items separated by commas, a trailing comma allowed, up to the operator `close`, which is
+    /// consumed: `item` parses one (lists, dicts, macro parameters, call arguments).
+    private mutating func commaSeparated(until close: String, _ item: (inout Self) throws -> Void) throws {
+        var first = true
+        while !isOp(close) {
+            if !first {
+                try expect(op: ",")
+                if isOp(close) { break }
+            }
+            first = false
+            try item(&self)
+        }
+        try expect(op: close)
     }
 
     /// The current token's operator when it is one of `ops`.
@@ -399,24 +411,16 @@ struct JinjaParser {
         case .op("["):
             advance()
             var items: [JinjaExpr] = []
-            while !isOp("]") {
-                if !items.isEmpty { try expect(op: ",") }
-                if isOp("]") { break }
-                items.append(try parseExpression())
-            }
-            try expect(op: "]")
+            try commaSeparated(until: "]") { items.append(try $0.parseExpression()) }
             return .list(items)
         case .op("{"):
             advance()
             var pairs: [(JinjaExpr, JinjaExpr)] = []
-            while !isOp("}") {
-                if !pairs.isEmpty { try expect(op: ",") }
-                if isOp("}") { break }
-                let k = try parseExpression()
-                try expect(op: ":")
-                pairs.append((k, try parseExpression()))
+            try commaSeparated(until: "}") { parser in
+                let k = try parser.parseExpression()
+                try parser.expect(op: ":")
+                pairs.append((k, try parser.parseExpression()))
             }
-            try expect(op: "}")
             return .dict(pairs, line: t.line)
         default:
             throw fail("unexpected \(describe(t))")
@@ -479,21 +483,16 @@ struct JinjaParser {
         try expect(op: "(")
         var args: [JinjaExpr] = []
         var kwargs: [(String, JinjaExpr)] = []
-        while !isOp(")") {
-            if !args.isEmpty || !kwargs.isEmpty {
-                try expect(op: ",")
-                if isOp(")") { break }
-            }
-            if isOp("*") || isOp("**") { throw fail("*args and **kwargs in calls are not supported") }
-            if case let .name(n) = current.kind, peek().kind == .op("=") {
-                advance(); advance()
-                kwargs.append((n, try parseExpression()))
+        try commaSeparated(until: ")") { parser in
+            if parser.isOp("*") || parser.isOp("**") { throw parser.fail("*args and **kwargs in calls are not supported") }
+            if case let .name(n) = parser.current.kind, parser.peek().kind == .op("=") {
+                parser.advance(); parser.advance()
+                kwargs.append((n, try parser.parseExpression()))
             } else {
-                guard kwargs.isEmpty else { throw fail("positional argument after keyword argument") }
-                args.append(try parseExpression())
+                guard kwargs.isEmpty else { throw parser.fail("positional argument after keyword argument") }
+                args.append(try parser.parseExpression())
             }
         }
-        try expect(op: ")")
         return (args, kwargs)
     }
 
