@@ -101,7 +101,8 @@ enum MatmulKernels {
                                 let c = UnsafeMutablePointer(op.baseAddress!), w = hp.baseAddress!
                                 DispatchQueue.concurrentPerform(iterations: chunks) { t in
                                     let j0 = n * t / chunks, j1 = n * (t + 1) / chunks
-                                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: m > 1 ? k : 1)
+                                    // K floats: the portable body widens each row into it even for one row.
+                                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: k)
                                     defer { scratch.deallocate() }
                                     fk_linear_half(m, n, k, xp, w, bp, c, j0, j1, scratch)
                                 }
