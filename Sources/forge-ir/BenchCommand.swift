@@ -44,8 +44,9 @@ enum BenchCommand: Command {
         one token each (positions P … P+N−1) are timed as tgN. Sampling is not timed (there is
         none: the decoded ids are random too). One untimed warm-up repetition comes first.
         t/s is the mean over repetitions of tokens/seconds, ± the sample standard deviation.
-        The decode bound: the read bandwidth of all cores summing a 256 MiB buffer (best of 3,
-        measured after the runs) divided by the bytes a decoded token reads — the decode
+        The decode bound: the read bandwidth of all cores summing a buffer twice the CPU's
+        largest cache, at least 256 MiB (so it streams from memory; best of 3, measured after
+        the runs) divided by the bytes a decoded token reads — the decode
         function's weights as stored (an embedding table gathered from: one row) plus the KV
         cache live at the middle decode position; the last line gives tgN as a fraction of it.
         P + N must fit the model's context length. Progress goes to stderr when it is a terminal.
@@ -92,6 +93,8 @@ enum BenchCommand: Command {
         var loadSeconds = 0.0
         var contextLength = 0
         var bandwidth = 0.0
+        /// The bandwidth probe's buffer and the largest CPU cache it was sized from.
+        var probeBytes = 0, largestCache = 0
         var weightBytes = 0, kvBytes = 0
         var boundTokS: Double { bandwidth > 0 ? bandwidth / Double(weightBytes + kvBytes) : 0 }
         var fraction: Double { boundTokS > 0 ? tg.mean / boundTokS : 0 }
@@ -122,10 +125,12 @@ enum BenchCommand: Command {
         try checkFits(cfg, contextLength: res.contextLength)
         let (depthIDs, prompt, decodeIDs) = try randomIDs(cfg, generator: generator, model: model)
         try measure(cfg, generator: generator, depthIDs: depthIDs, prompt: prompt, decodeIDs: decodeIDs, into: &res, say: say)
-        // Peak RSS of the runs, read before the bandwidth probe maps its own 256 MiB buffer.
+        // Peak RSS of the runs, read before the bandwidth probe maps its own buffer (≥ 256 MiB).
         res.peakRSS = peakResidentBytes()
         // The bandwidth bound of decoding, measured now (same machine load as the runs above).
-        res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(threads: ProcessInfo.processInfo.activeProcessorCount) : 0
+        res.largestCache = DecodeBound.largestCacheBytes()
+        res.probeBytes = DecodeBound.probeBytes(largestCache: res.largestCache)
+        res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: res.probeBytes, threads: ProcessInfo.processInfo.activeProcessorCount) : 0
         res.weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
         res.kvBytes = generator.contract.liveKVBytes(in: model, live: cfg.p + cfg.n / 2)
         res.size = packageBytes(cfg.path)
@@ -225,6 +230,8 @@ enum BenchCommand: Command {
             "load_seconds": .double(res.loadSeconds),
             "contract": .string(res.contract),
             "read_bandwidth_bytes_s": .double(res.bandwidth),
+            "bandwidth_probe_bytes": .int(res.probeBytes),
+            "largest_cache_bytes": .int(res.largestCache),
             "decode_weight_bytes_per_token": .int(res.weightBytes),
             "decode_kv_bytes_per_token": .int(res.kvBytes),
             "decode_bound_tok_s": .double(res.boundTokS),
@@ -249,8 +256,8 @@ enum BenchCommand: Command {
         out += "\n\(cfg.reps) repetition\(cfg.reps == 1 ? "" : "s") after one warm-up · peak RSS \(mib(res.peakRSS)) (\(ratio)) · "
             + String(format: "load %.2f s\n", res.loadSeconds)
         if cfg.n > 0 {
-            out += "contract: \(res.contract) · " + String(format: "decode bound: %.2f GB/s read ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
-                                                         res.bandwidth / 1e9, Double(res.weightBytes) / 1e6, Double(res.kvBytes) / 1e6,
+            out += "contract: \(res.contract) · " + String(format: "decode bound: %.2f GB/s read (%.0f MiB probe) ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
+                                                         res.bandwidth / 1e9, Double(res.probeBytes) / 1_048_576, Double(res.weightBytes) / 1e6, Double(res.kvBytes) / 1e6,
                                                          res.boundTokS, cfg.n, res.fraction * 100)
         }
         return out

@@ -37,6 +37,19 @@ extension CLITests {
         XCTAssertEqual(json["decode_samples_tok_s"]?.arrayValue?.count, 2)
         // The package on disk: model.mlmodel + weight.bin + Manifest.json.
         XCTAssertGreaterThan(number("model_size_bytes") ?? 0, 10_000_000)
+        // The bandwidth probe streams twice the largest cache (at least 256 MiB), read here
+        // from sysfs independently of the binary.
+        var cache = 0
+        let root = "/sys/devices/system/cpu/cpu0/cache"
+        for e in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] where e.hasPrefix("index") {
+            guard let raw = try? String(contentsOfFile: "\(root)/\(e)/size", encoding: .utf8) else { continue }
+            let t = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            let mult = t.hasSuffix("K") ? 1024 : t.hasSuffix("M") ? 1 << 20 : 1
+            cache = max(cache, (Int(t.trimmingCharacters(in: CharacterSet(charactersIn: "KM"))) ?? 0) * mult)
+        }
+        XCTAssertEqual(json["largest_cache_bytes"]?.intValue, cache)
+        XCTAssertEqual(json["bandwidth_probe_bytes"]?.intValue, min(max(256 << 20, 2 * cache), 4 << 30))
+        XCTAssertGreaterThan(number("read_bandwidth_bytes_s") ?? 0, 0)
     }
 
     func testBenchTableAndMarkdown() throws {
