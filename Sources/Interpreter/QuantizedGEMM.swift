@@ -31,6 +31,7 @@ enum QuantizedGEMM {
     /// Calls `body` with the C descriptor of `q` (valid only inside `body`).
     static func withMatrix<R>(_ q: QuantizedTensor, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
         guard let l = layout(q) else { throw KernelError("quantized weight of shape \(q.shape) with scale shape \(q.scaleShape) is not a rank-2 block layout") }
+        guard !q.data.isPackedInt4 else { return try withMatrix(unpacked(q), body) }
         return try q.data.withUnsafeBufferPointer { d in
             func run(_ scale: UnsafePointer<Float>?, _ half: UnsafePointer<UInt16>?) throws -> R {
                 func make(_ o: UnsafePointer<Float>?) throws -> R {
@@ -62,6 +63,9 @@ enum QuantizedGEMM {
         guard let l = layout(q) else { throw KernelError("quantized weight layout \(q.shape) / \(q.scaleShape) not supported") }
         let n = l.rows, k = l.cols
         guard m > 0, n > 0 else { return }
+        if q.data.isPackedInt4 {
+            return try ntInt4(m: m, a: a, lda: lda, weight: q, c: c, ldc: ldc, bias: bias, accumulate: accumulate, threaded: threaded)
+        }
         let acc: Int32 = accumulate ? 1 : 0
         try withMatrix(q) { w in
             GEMM.parallelChunks(n, align: GEMM.simdLevel >= 2 ? 32 : 24, work: threaded ? m * n * max(k, 1) : 0) { r in

@@ -46,7 +46,7 @@ enum QuantizedOps {
                 for j in 0..<rowLen { o[k * rowLen + j] = Int32(b[r * rowLen + j]) }
             }
         }
-        return [.tensor(Tensor(.int8, shape: indices.shape + Array(shape.dropFirst()), ints: out))]
+        return [.tensor(Tensor(b.isPackedInt4 ? .int4 : .int8, shape: indices.shape + Array(shape.dropFirst()), ints: out))]
     }
 
     /// Wraps the dense `gather` kernel: when `x` is a ``QuantizedTensor`` (an int8 embedding
