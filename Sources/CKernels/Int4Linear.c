@@ -74,13 +74,17 @@ static void q4_row_gen(long K, const float *xs, const fk_q4matrix *W, long row, 
     *out = y - corr;
 }
 
-static void q4_gemv_gen(long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C, long ldc,
-                        const float *bias, int acc) {
+/// One weight row against one split activation row (a level's body).
+typedef void (*q4_row_fn)(long K, const float *xs, const fk_q4matrix *W, long row, float *out);
+
+/// Every (weight row, activation row) through `row`: the levels with a one-row body.
+static void q4_gemv_rows(q4_row_fn row, long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C,
+                         long ldc, const float *bias, int acc) {
     const long stride = fk_q4_split_floats(K);
     for (long j = 0; j < N; j++) {
         for (long m = 0; m < M; m++) {
             float y;
-            q4_row_gen(K, xs + m * stride, W, n0 + j, &y);
+            row(K, xs + m * stride, W, n0 + j, &y);
             q4_store(C + m * ldc + j, y, bias, j, acc);
         }
     }
@@ -130,18 +134,6 @@ static T256 void q4_row_avx2(long K, const float *xs, const fk_q4matrix *W, long
         corr += s * q4_offset8(W, srow + b) * xsum;
     }
     *out = q4_hsum256(y) - corr;
-}
-
-static T256 void q4_gemv_avx2(long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C, long ldc,
-                              const float *bias, int acc) {
-    const long stride = fk_q4_split_floats(K);
-    for (long j = 0; j < N; j++) {
-        for (long m = 0; m < M; m++) {
-            float y;
-            q4_row_avx2(K, xs + m * stride, W, n0 + j, &y);
-            q4_store(C + m * ldc + j, y, bias, j, acc);
-        }
-    }
 }
 
 // MARK: - level 2: AVX-512
@@ -216,9 +208,9 @@ void fk_q4_gemv(long M, long N, long K, const float *xs, const fk_q4matrix *W, l
 #if FK_X86
     const int level = fk_simd_level();
     if (level >= 2) { q4_gemv_512(M, N, K, xs, W, n0, C, ldc, bias, acc); return; }
-    if (level >= 1) { q4_gemv_avx2(M, N, K, xs, W, n0, C, ldc, bias, acc); return; }
+    if (level >= 1) { q4_gemv_rows(q4_row_avx2, M, N, K, xs, W, n0, C, ldc, bias, acc); return; }
 #endif
-    q4_gemv_gen(M, N, K, xs, W, n0, C, ldc, bias, acc);
+    q4_gemv_rows(q4_row_gen, M, N, K, xs, W, n0, C, ldc, bias, acc);
 }
 
 void fk_q4_dequant(const fk_q4matrix *W, long r0, long rows, long cols, float *out, long ldo) {
