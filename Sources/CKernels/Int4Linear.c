@@ -16,10 +16,11 @@
 #endif
 
 #define Q4_RUN 32  // columns per run: 16 packed bytes
+#define Q4_MAX_BLOCKS 1024  // scale blocks per weight row the SIMD bodies widen into a stack buffer
 
 int fk_q4_gemv_fits(const fk_q4matrix *W, long K) {
     return K > 0 && K % Q4_RUN == 0 && W->block_cols > 0 && W->block_cols % Q4_RUN == 0 && K % W->block_cols == 0 &&
-           W->block_rows > 0 && W->ld >= K && W->ld % 2 == 0 && (W->scale || W->scale_h);
+           K / W->block_cols <= Q4_MAX_BLOCKS && W->block_rows > 0 && W->ld >= K && W->ld % 2 == 0 && (W->scale || W->scale_h);
 }
 
 long fk_q4_split_floats(long K) { return K + K / Q4_RUN; }
@@ -96,10 +97,6 @@ static void q4_gemv_rows(q4_row_fn row, long M, long N, long K, const float *xs,
 
 #define T256 __attribute__((target("avx2,fma,f16c")))
 
-static inline __attribute__((always_inline)) T256 float q4_scale_f16c(const fk_q4matrix *W, long idx) {
-    return W->scale ? W->scale[idx] : _cvtsh_ss(W->scale_h[idx]);
-}
-
 static inline __attribute__((always_inline)) T256 float q4_hsum256(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
@@ -108,19 +105,55 @@ static inline __attribute__((always_inline)) T256 float q4_hsum256(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+/// The fp32 scales of the `blocks` blocks of a weight row starting at scale index `srow`: the
+/// scale array itself, or its fp16 values widened into `buf`.
+static inline __attribute__((always_inline)) T256 const float *q4_row_scales(const fk_q4matrix *W, long srow, long blocks,
+                                                                            float *buf) {
+    if (W->scale) return W->scale + srow;
+    const uint16_t *h = W->scale_h + srow;
+    long b = 0;
+    for (; b + 8 <= blocks; b += 8) _mm256_storeu_ps(buf + b, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + b))));
+    for (; b < blocks; b++) buf[b] = _cvtsh_ss(h[b]);
+    return buf;
+}
+
+/// Σ_b s[b] · (offset[b] + 8) · Σx(block b): what the widened nibbles (q + 8) added.
+static inline __attribute__((always_inline)) T256 float q4_correction(const fk_q4matrix *W, long srow, const float *s,
+                                                                     const float *sums, long blocks, long per) {
+    const float *off = W->offset ? W->offset + srow : NULL;
+    if (per != 1) {
+        float corr = 0;
+        for (long b = 0; b < blocks; b++) {
+            float xsum = 0;
+            for (long c = b * per; c < (b + 1) * per; c++) xsum += sums[c];
+            corr += s[b] * ((off ? off[b] : 0.0f) + 8.0f) * xsum;
+        }
+        return corr;
+    }
+    const __m256 eight = _mm256_set1_ps(8.0f);
+    __m256 v = _mm256_setzero_ps();
+    long b = 0;
+    for (; b + 8 <= blocks; b += 8) {
+        const __m256 o8 = off ? _mm256_add_ps(_mm256_loadu_ps(off + b), eight) : eight;
+        v = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(s + b), o8), _mm256_loadu_ps(sums + b), v);
+    }
+    float corr = q4_hsum256(v);
+    for (; b < blocks; b++) corr += s[b] * ((off ? off[b] : 0.0f) + 8.0f) * sums[b];
+    return corr;
+}
+
 static T256 void q4_row_avx2(long K, const float *xs, const fk_q4matrix *W, long row, float *out) {
     const float *even = xs, *odd = xs + K / 2, *sums = xs + K;
     const uint8_t *p = W->data + row * (W->ld / 2);
     const long per = W->block_cols / Q4_RUN, blocks = K / W->block_cols, srow = (row / W->block_rows) * W->scale_ld;
+    float buf[Q4_MAX_BLOCKS];
+    const float *sc = q4_row_scales(W, srow, blocks, buf);
     const __m128i flip = _mm_set1_epi8((char)0x88);
     const __m256i low = _mm256_set1_epi32(15);
     __m256 y = _mm256_setzero_ps();
-    float corr = 0;
     for (long b = 0; b < blocks; b++) {
         __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-        float xsum = 0;
         for (long r = b * per; r < (b + 1) * per; r++) {
-            xsum += sums[r];
             const long i = r * 16;
             const __m128i v = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(p + i)), flip);
             const __m256i w0 = _mm256_cvtepu8_epi32(v), w1 = _mm256_cvtepu8_epi32(_mm_srli_si128(v, 8));
@@ -129,11 +162,9 @@ static T256 void q4_row_avx2(long K, const float *xs, const fk_q4matrix *W, long
             a0 = _mm256_fmadd_ps(_mm256_loadu_ps(odd + i), _mm256_cvtepi32_ps(_mm256_srli_epi32(w0, 4)), a0);
             a1 = _mm256_fmadd_ps(_mm256_loadu_ps(odd + i + 8), _mm256_cvtepi32_ps(_mm256_srli_epi32(w1, 4)), a1);
         }
-        const float s = q4_scale_f16c(W, srow + b);
-        y = _mm256_fmadd_ps(_mm256_set1_ps(s), _mm256_add_ps(a0, a1), y);
-        corr += s * q4_offset8(W, srow + b) * xsum;
+        y = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + b), _mm256_add_ps(a0, a1), y);
     }
-    *out = q4_hsum256(y) - corr;
+    *out = q4_hsum256(y) - q4_correction(W, srow, sc, sums, blocks, per);
 }
 
 // MARK: - level 2: AVX-512
@@ -148,22 +179,21 @@ static inline __attribute__((always_inline)) T512 void q4_rows_512(const int nr,
     const long per = W->block_cols / Q4_RUN, blocks = K / W->block_cols, half = W->ld / 2;
     const uint8_t *p[4];
     long srow[4];
+    const float *sc[4];
+    float buf[4][Q4_MAX_BLOCKS];
     __m512 y[4];
-    float corr[4];
     for (int r = 0; r < nr; r++) {
         p[r] = W->data + (row + r) * half;
         srow[r] = ((row + r) / W->block_rows) * W->scale_ld;
+        sc[r] = q4_row_scales(W, srow[r], blocks, buf[r]);
         y[r] = _mm512_setzero_ps();
-        corr[r] = 0;
     }
     const __m128i flip = _mm_set1_epi8((char)0x88);
     const __m512i low = _mm512_set1_epi32(15);
     for (long b = 0; b < blocks; b++) {
         __m512 a[4];
         for (int r = 0; r < nr; r++) a[r] = _mm512_setzero_ps();
-        float xsum = 0;
         for (long c = b * per; c < (b + 1) * per; c++) {
-            xsum += sums[c];
             const long i = c * 16;
             const __m512 xe = _mm512_loadu_ps(even + i), xo = _mm512_loadu_ps(odd + i);
             for (int r = 0; r < nr; r++) {
@@ -172,13 +202,9 @@ static inline __attribute__((always_inline)) T512 void q4_rows_512(const int nr,
                 a[r] = _mm512_fmadd_ps(xo, _mm512_cvtepi32_ps(_mm512_srli_epi32(w, 4)), a[r]);
             }
         }
-        for (int r = 0; r < nr; r++) {
-            const float s = q4_scale_f16c(W, srow[r] + b);
-            y[r] = _mm512_fmadd_ps(_mm512_set1_ps(s), a[r], y[r]);
-            corr[r] += s * q4_offset8(W, srow[r] + b) * xsum;
-        }
+        for (int r = 0; r < nr; r++) y[r] = _mm512_fmadd_ps(_mm512_set1_ps(sc[r][b]), a[r], y[r]);
     }
-    for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(y[r]) - corr[r];
+    for (int r = 0; r < nr; r++) out[r] = _mm512_reduce_add_ps(y[r]) - q4_correction(W, srow[r], sc[r], sums, blocks, per);
 }
 
 static T512 void q4_gemv_512(long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C, long ldc,
