@@ -46,7 +46,8 @@ enum BenchCommand: Command {
         t/s is the mean over repetitions of tokens/seconds, ± the sample standard deviation.
         The decode bound: the read bandwidth of all cores summing a buffer twice the CPU's
         largest cache, at least 256 MiB (so it streams from memory; best of 3, measured after
-        the runs) divided by the bytes a decoded token reads — the decode
+        the runs; a second line gives the same probe over a buffer of the bytes one token
+        reads, the bound of a model the cache holds) divided by the bytes a decoded token reads — the decode
         function's weights as stored (an embedding table gathered from: one row) plus the KV
         cache live at the middle decode position; the last line gives tgN as a fraction of it.
         P + N must fit the model's context length. Progress goes to stderr when it is a terminal.
@@ -98,6 +99,10 @@ enum BenchCommand: Command {
         var weightBytes = 0, kvBytes = 0
         var boundTokS: Double { bandwidth > 0 ? bandwidth / Double(weightBytes + kvBytes) : 0 }
         var fraction: Double { boundTokS > 0 ? tg.mean / boundTokS : 0 }
+        /// Read bandwidth of a buffer the size of one token's reads, and the bound it gives.
+        var workingSetBandwidth = 0.0
+        var workingSetBoundTokS: Double { workingSetBandwidth > 0 ? workingSetBandwidth / Double(weightBytes + kvBytes) : 0 }
+        var workingSetFraction: Double { workingSetBoundTokS > 0 ? tg.mean / workingSetBoundTokS : 0 }
         /// Resident bytes before the model was loaded (the binary and the Swift runtime).
         var baselineRSS = 0
         var peakRSS = 0
@@ -130,9 +135,13 @@ enum BenchCommand: Command {
         // The bandwidth bound of decoding, measured now (same machine load as the runs above).
         res.largestCache = DecodeBound.largestCacheBytes()
         res.probeBytes = DecodeBound.probeBytes(largestCache: res.largestCache)
-        res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: res.probeBytes, threads: ProcessInfo.processInfo.activeProcessorCount) : 0
+        let threads = ProcessInfo.processInfo.activeProcessorCount
+        res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: res.probeBytes, threads: threads) : 0
         res.weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
         res.kvBytes = generator.contract.liveKVBytes(in: model, live: cfg.p + cfg.n / 2)
+        // The same probe over the bytes one token reads: what a buffer of that size can be read
+        // at here (from the cache as far as it holds it) — the bound of a model the cache holds.
+        res.workingSetBandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: max(res.weightBytes + res.kvBytes, 1 << 20), threads: threads) : 0
         res.size = packageBytes(cfg.path)
         res.params = ModelSummary(model).parameterCount
         res.contract = generator.contract.recipeName
@@ -236,6 +245,9 @@ enum BenchCommand: Command {
             "decode_kv_bytes_per_token": .int(res.kvBytes),
             "decode_bound_tok_s": .double(res.boundTokS),
             "decode_fraction_of_bound": .double(res.fraction),
+            "read_bandwidth_working_set_bytes_s": .double(res.workingSetBandwidth),
+            "decode_bound_working_set_tok_s": .double(res.workingSetBoundTokS),
+            "decode_fraction_of_working_set_bound": .double(res.workingSetFraction),
         ]
         return .object(obj)
     }
@@ -259,6 +271,8 @@ enum BenchCommand: Command {
             out += "contract: \(res.contract) · " + String(format: "decode bound: %.2f GB/s read (%.0f MiB probe) ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
                                                          res.bandwidth / 1e9, Double(res.probeBytes) / 1_048_576, Double(res.weightBytes) / 1e6, Double(res.kvBytes) / 1e6,
                                                          res.boundTokS, cfg.n, res.fraction * 100)
+                + String(format: "working-set bound (the probe over those %.2f MB): %.2f GB/s = %.1f t/s · tg%d at %.0f%% of it\n",
+                         Double(res.weightBytes + res.kvBytes) / 1e6, res.workingSetBandwidth / 1e9, res.workingSetBoundTokS, cfg.n, res.workingSetFraction * 100)
         }
         return out
     }

@@ -50,6 +50,10 @@ extension CLITests {
         XCTAssertEqual(json["largest_cache_bytes"]?.intValue, cache)
         XCTAssertEqual(json["bandwidth_probe_bytes"]?.intValue, min(max(256 << 20, 2 * cache), 4 << 30))
         XCTAssertGreaterThan(number("read_bandwidth_bytes_s") ?? 0, 0)
+        // The working-set bound: its bandwidth over the same bytes per token.
+        let ws = number("read_bandwidth_working_set_bytes_s") ?? 0, perToken = (number("decode_weight_bytes_per_token") ?? 0) + (number("decode_kv_bytes_per_token") ?? 0)
+        XCTAssertGreaterThan(ws, 0)
+        XCTAssertEqual(number("decode_bound_working_set_tok_s") ?? 0, ws / perToken, accuracy: 1e-6 * ws / perToken)
     }
 
     func testBenchTableAndMarkdown() throws {
