@@ -97,7 +97,9 @@ public enum DiagnoseRuntime {
                 let scenario: RuntimeScenario
                 var b: [String: Int]?
                 if let inputs = r.inputs {
-                    scenario = RuntimeScenario(calls: [inputs], label: "inputs from \(r.inputsPath ?? "--inputs")", bound: bound)
+                    // Image inputs take their pixels too (as `run` does).
+                    let converted = try ImageInput.convert(inputs, description: model.description.interface(of: f.name), function: f)
+                    scenario = RuntimeScenario(calls: [converted], label: "inputs from \(r.inputsPath ?? "--inputs")", bound: bound)
                     if let s = seqSymbol, let ids = inputs[contract?.tokenIDs ?? "input_ids"] ?? inputs["input_ids"] ?? inputs["tokens"], ids.rank == 2 { b = [s: ids.shape[1]] }
                 } else if let c = contract {
                     guard c.prefill.width.admits(ids.count) else {

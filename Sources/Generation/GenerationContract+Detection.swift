@@ -135,7 +135,9 @@ extension GenerationContract {
         if let logitsValue { found.append("logits '\(logitsValue.name)'") } else { missing.append("logits (a float [1, S, vocab] output)") }
 
         guard missing.isEmpty, let ids, let offset, let kv, let logitsValue else {
-            throw GenerationError("function '\(f.name)' fits no known generation recipe: found \(found.isEmpty ? "nothing" : found.joined(separator: ", ")); missing \(missing.joined(separator: ", ")); give the roles with --contract FILE.json (README: Generation contracts)")
+            // --contract cannot name a KV cache the model does not have: say so instead.
+            let noKV = kv == nil ? "; a model without a KV cache (one that recomputes the whole sequence per call, as Hugging Face exporters' causal-lm without past) is not supported by generate / bench" : ""
+            throw GenerationError("function '\(f.name)' fits no known generation recipe: found \(found.isEmpty ? "nothing" : found.joined(separator: ", ")); missing \(missing.joined(separator: ", "))\(noKV); give the roles with --contract FILE.json (README: Generation contracts)")
         }
         guard let context = ctx ?? tensor(ids).map({ widthUpper($0) }) ?? nil else {
             throw GenerationError("function '\(f.name)': cannot tell the context length (no fixed mask window, no KV state shape); give context_length with --contract FILE.json (README: Generation contracts)")

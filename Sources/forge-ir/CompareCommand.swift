@@ -106,6 +106,9 @@ enum CompareCommand: Command {
                 if args.value("inputs") == nil && rec.values.count > 1 {
                     throw CompareCLIError("\(referencePath) records \(rec.values.count) calls but no inputs for them; give them as call<K>_<input> arrays")
                 }
+                if args.value("inputs") == nil && !candidate.session.function.inputs.allSatisfy(\.type.isState) {
+                    Console.err("note: \(referencePath) holds no inputs of function '\(candidate.session.function.name)': its values are compared with a run on generated inputs (\(calls.first?.label ?? "seed \(seed)")); store the inputs it was made from in it, or give --inputs\n")
+                }
             } else {
                 calls = rec.calls.enumerated().map { k, ins in (ins, rec.calls.count > 1 ? "call \(k) from \(referencePath)" : "inputs from \(referencePath)") }
             }

@@ -178,15 +178,19 @@ enum RunCommand: Command {
         let sorted = samples.sorted()
         let seconds = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         let names = session.function.outputs.map(\.name)
+        let labels = ClassifierLabels.of(session.function)
         if args.flag("json") {
             var outs: [JSONValue] = []
             for n in names {
                 let t = outputs[n]!
-                outs.append(.object([
+                var o: [String: JSONValue] = [
                     "name": .string(n), "dtype": .string(t.dtype.rawValue),
                     "shape": .array(t.shape.map { .int($0) }),
                     "checksum": .double(checksum(t)),
-                ]))
+                ]
+                if case let .string(s) = t.data { o["value"] = s.count == 1 && t.shape.isEmpty ? .string(s[0]) : .array(s.map { .string($0) }) }
+                if let keys = labels[n] { o["classes"] = .array(keys.map { .string($0) }) }
+                outs.append(.object(o))
             }
             var obj: [String: JSONValue] = [
                 "function": .string(session.function.name),
@@ -202,13 +206,23 @@ enum RunCommand: Command {
             }
             Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
         } else {
-            for n in names {
-                let t = outputs[n]!
-                Console.out("\(n): \(t.dtype.rawValue) \(t.shape) checksum \(checksum(t))\n")
-            }
+            for n in names { Console.out(outputLine(n, outputs[n]!, classes: labels[n]) + "\n") }
             Console.err(String(format: "ran '%@' in %.3f s%@ (%@)\n", session.function.name, seconds,
                                repeats > 0 ? " (median of \(repeats) after a warm-up)" : "", precision.rawValue))
         }
+    }
+
+    /// One output for the text report: dtype, shape and checksum; a string output's text; a
+    /// classifier's dictionary (values in class order) with its three largest classes.
+    static func outputLine(_ name: String, _ t: Tensor, classes: [String]?) -> String {
+        if case let .string(s) = t.data {
+            return "\(name): string \(t.shape) = " + s.prefix(8).map { "\"\($0)\"" }.joined(separator: ", ") + (s.count > 8 ? ", …" : "")
+        }
+        guard let keys = classes, keys.count == t.count else { return "\(name): \(t.dtype.rawValue) \(t.shape) checksum \(checksum(t))" }
+        let v = t.floats
+        let top = v.indices.sorted { v[$0] != v[$1] ? v[$0] > v[$1] : $0 < $1 }.prefix(3)
+        return "\(name): dictionary of \(keys.count) classes (values \(t.dtype.rawValue) \(t.shape) in class order, checksum \(checksum(t))); top: "
+            + top.map { "\(keys[$0]) \(v[$0])" }.joined(separator: ", ")
     }
 
     /// `--outputs a,b` / `all`.

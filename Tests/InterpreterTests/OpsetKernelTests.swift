@@ -18,7 +18,6 @@ final class OpsetKernelTests: XCTestCase {
         "const": "a value, not a computation (the plan binds it once)",
         "cond": "run by the execution plan as nested blocks (ControlFlow.swift)",
         "while_loop": "run by the execution plan as nested blocks (ControlFlow.swift)",
-        "classify": "coremltools turns it into the model description's classifier outputs; an ML Program never holds it",
         "conv_quantized": "experimental, lowered only by coremltools' neuralnetwork backend; an ML Program never holds it",
     ]
 
