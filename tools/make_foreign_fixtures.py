@@ -268,6 +268,24 @@ def gen_hf_causal_lm(out_dir):
         logits = wrapper(torch.from_numpy(ids_np).long(), torch.from_numpy(mask_np).long())[0].numpy()
     savez(os.path.join(out_dir, name + "_inputs.npz"), input_ids=ids_np, attention_mask=mask_np)
     savez(os.path.join(out_dir, name + "_torch.npz"), input_ids=ids_np, attention_mask=mask_np, logits=logits)
+    # Greedy generation as a user drives a cache-less export: every step feeds the whole sequence
+    # (all-ones attention_mask) and takes the last row. The prompt is the first 6 ids above. This
+    # small random GPT-2 settles on one token, so each step's whole logits row is kept too (a
+    # driver that fed only the new token would give other rows).
+    prompt = [int(t) for t in ids_np[0, :6]]
+    seq, margins, rows = list(prompt), [], []
+    with torch.no_grad():
+        for _ in range(16):
+            x = torch.tensor([seq], dtype=torch.long)
+            row = wrapper(x, torch.ones_like(x))[0][0, -1]
+            rows.append(row.numpy())
+            top2 = torch.topk(row, 2).values
+            margins.append(float(top2[0] - top2[1]))
+            seq.append(int(row.argmax()))
+    savez(os.path.join(out_dir, name + "_greedy.npz"), prompt_ids=np.array(prompt, dtype=np.int32),
+          greedy_ids=np.array(seq[len(prompt):], dtype=np.int32), step_logits=np.stack(rows).astype(np.float32),
+          min_margin=np.array(min(margins), dtype=np.float32))
+    print(name, "greedy", seq[len(prompt):], "min top-1/top-2 margin", min(margins))
     return path
 
 

@@ -122,6 +122,14 @@ public enum DiagnoseRuntime {
                           findings: [])
                     continue
                 }
+                if c.kv == .none {
+                    // No cache to carry: a call at S = 1 is the first token alone, which the
+                    // split/whole comparison (a decode call after a prefill) does not describe.
+                    d.add(RuntimeRun(check: "s1_mismatch", function: name, precision: "fp32", inputs: idsLabel, ok: true,
+                                     summary: "skipped: no KV cache (every call recomputes the whole sequence, so there is no S = 1 decode call to compare)"),
+                          findings: [])
+                    continue
+                }
                 let n = ids.count
                 let width = c.prefill.width
                 guard n >= 2, width.admits(1), width.admits(n) else {

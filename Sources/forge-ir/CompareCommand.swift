@@ -31,6 +31,7 @@ enum CompareCommand: Command {
             .flag("ops", "Text output: list every compared op, not only the outputs and the first divergence."),
             CommonOptions.json,
         ],
+        groups: [.loading],
         discussion: """
         Every op output of the candidate is compared with the reference's value of the same name
         (values only one side has are skipped). The first op, in the candidate's op order, whose

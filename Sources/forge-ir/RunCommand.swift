@@ -20,9 +20,6 @@ enum RunCommand: Command {
             .option("out", value: "dir", "Write one <output_name>.npy per output."),
             .option("state-in", value: "dir", "Load states from <dir>/<state>.npy (default: zeros)."),
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
-            CommonOptions.precision,
-            CommonOptions.threads,
-            CommonOptions.int8Activations,
             .int("repeat", "Time n calls after one untimed warm-up call, each from the same states; report the median (default: one timed call).", range: 1...1_000_000),
             .option("outputs", value: "name,…|all", "Also save these op outputs (names as in dump; all = every non-constant op) as .npy in --out, with values.json."),
             .option("max-output-bytes", value: "n", "Budget for the .npy bytes --outputs writes (default 1073741824 = 1 GiB; suffixes K, M, G)."),
@@ -30,8 +27,8 @@ enum RunCommand: Command {
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
             .flag("profile", "Print time per op type over the timed calls, and the share outside the kernels (stderr)."),
             .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
-            CommonOptions.maxMemory,
         ],
+        groups: [.kernels, .loading],
         discussion: """
         Flexible dimensions are taken from the given arrays and checked against the model's
         RangeDim bounds or EnumeratedShapes. Without --out, a short line per output is printed.
