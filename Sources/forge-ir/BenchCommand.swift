@@ -11,7 +11,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `forge-ir bench MODEL [-p 128] [-n 128] [-d 0] [-r 3] [--precision fp32|fp16] [--int8-activations]
+/// `forge-ir bench MODEL [-p 128] [-n 128] [-d 0] [-r 3] [--precision fp32|fp16] [--activations fp32|int16|int8]
 /// [--json | --markdown]`
 ///
 /// Like llama-bench: one warm-up, then `-r` repetitions of (fresh states → timed prefill of P
@@ -28,6 +28,7 @@ enum BenchCommand: Command {
             .int("d", "Context depth: tokens prefilled (untimed) before each test, as llama-bench -d (default 0).", range: 0...Int.max),
             .int("r", "Repetitions after the warm-up (default 3).", range: 1...Int.max),
             CommonOptions.precision,
+            CommonOptions.activations,
             CommonOptions.int8Activations,
             CommonOptions.function,
             ContractOption.option,
@@ -68,7 +69,7 @@ enum BenchCommand: Command {
         let path: String
         let p: Int, n: Int, depth: Int, reps: Int
         let precision: Precision
-        let int8Activations: Bool
+        let activations: ActivationQuantization
         let json: Bool, markdown: Bool
 
         init(_ args: ParsedArguments) throws {
@@ -79,7 +80,7 @@ enum BenchCommand: Command {
             reps = args.int("r", default: 3)
             guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0") }
             precision = args.precision
-            int8Activations = args.flag("int8-activations")
+            activations = try args.activations()
             json = args.flag("json")
             markdown = args.flag("markdown")
             guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown") }
@@ -213,7 +214,8 @@ enum BenchCommand: Command {
             "n_prompt": .int(cfg.p),
             "n_gen": .int(cfg.n),
             "n_depth": .int(cfg.depth),
-            "int8_activations": .bool(cfg.int8Activations),
+            "int8_activations": .bool(cfg.activations == .int8),
+            "activations": .string(cfg.activations.rawValue),
             "simd_level": .int(KernelISA.level),
             "kernel_isa": .object(KernelISA.report().mapValues { .string($0) }),
             "repetitions": .int(cfg.reps),
@@ -238,7 +240,7 @@ enum BenchCommand: Command {
         let rightAligned: Set<Int> = [1, 2, 4, 5, 6]
         var rows: [[String]] = []
         let common = [modelName(cfg.path), String(format: "%.2f MiB", Double(res.size) / 1_048_576), humanCount(res.params),
-                      "CPU \(cfg.precision.rawValue)\(cfg.int8Activations ? " int8-act" : "")", String(GEMM.cores)]
+                      "CPU \(cfg.precision.rawValue)\(cfg.activations == .exact ? "" : " \(cfg.activations.rawValue)-act")", String(GEMM.cores)]
         let at = cfg.depth > 0 ? " @ d\(cfg.depth)" : ""
         if cfg.p > 0 { rows.append(common + ["pp\(cfg.p)\(at)", String(format: "%.2f ± %.2f", res.pp.mean, res.pp.sd)]) }
         if cfg.n > 0 { rows.append(common + ["tg\(cfg.n)\(at)", String(format: "%.2f ± %.2f", res.tg.mean, res.tg.sd)]) }

@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import Interpreter
 
 /// Options several verbs share, declared once; `main` applies `--threads` and `--max-memory`
 /// before the verb runs.
@@ -14,8 +15,9 @@ enum CommonOptions {
                                         range: 1...256)
     static let function = OptionSpec.option("function", value: "name", "Function to use (default: the model's default function).")
     static let json = OptionSpec.flag("json", "Print the result as JSON.")
-    static let int8Activations = OptionSpec.flag("int8-activations",
-        "Quantize activations to int8 per block of 32 in int8-weight products (llama.cpp Q8_0 style; not Core ML's numerics).")
+    static let int8Activations = OptionSpec.flag("int8-activations", "Same as --activations int8.")
+    static let activations = OptionSpec.choice("activations", ActivationQuantization.allCases.map(\.rawValue),
+        "Activations of int8-weight products: fp32 (exact, default), int16 or int8 (llama.cpp Q8_0 style) per block of 32 (not Core ML's numerics).")
     static let maxMemory = OptionSpec.option(
         "max-memory", value: "bytes",
         "Largest allocation from sizes a file declares (e.g. 4G, 512M; default: half of RAM).")

@@ -36,6 +36,7 @@ enum GenerateCommand: Command {
             ContractOption.option,
             StaticInputOption.option,
             CommonOptions.precision,
+            CommonOptions.activations,
             CommonOptions.int8Activations,
             CommonOptions.threads,
             .flag("print-prompt", "Print the prompt (the rendered chat template text; ids for --prompt-ids) and exit without running the model."),
