@@ -15,6 +15,9 @@ public struct ValueComparison {
     /// Reference shape when it differs (then `metrics` is nil).
     public var referenceShape: [Int]?
     public var metrics: ErrorMetrics?
+    /// For string values (a classifier's label): whether both sides hold the same strings
+    /// (then `metrics` is nil); nil for numeric values.
+    public var stringsEqual: Bool? = nil
     public var ok: Bool
 }
 
@@ -211,6 +214,11 @@ public enum ValueComparator {
         mutating func comparison(name: String, op: Op?, index: Int, candidate t: Tensor, reference r: Tensor, remember: Bool) -> ValueComparison {
             var vc = ValueComparison(name: name, op: op?.name, opType: op?.type, index: index, dtype: t.dtype.rawValue,
                                      shape: t.shape, referenceShape: nil, metrics: nil, ok: false)
+            if case let .string(a) = t.data, case let .string(b) = r.data {
+                vc.stringsEqual = a == b && t.shape.reduce(1, *) == r.shape.reduce(1, *)
+                vc.ok = vc.stringsEqual!
+                return vc
+            }
             if let m = ErrorMetrics(candidate: t, reference: r, tolerance: tolerance) {
                 vc.metrics = m
                 vc.ok = m.passes(tolerance)

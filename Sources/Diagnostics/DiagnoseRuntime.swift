@@ -97,7 +97,9 @@ public enum DiagnoseRuntime {
                 let scenario: RuntimeScenario
                 var b: [String: Int]?
                 if let inputs = r.inputs {
-                    scenario = RuntimeScenario(calls: [inputs], label: "inputs from \(r.inputsPath ?? "--inputs")", bound: bound)
+                    // Image inputs take their pixels too (as `run` does).
+                    let converted = try ImageInput.convert(inputs, description: model.description.interface(of: f.name), function: f)
+                    scenario = RuntimeScenario(calls: [converted], label: "inputs from \(r.inputsPath ?? "--inputs")", bound: bound)
                     if let s = seqSymbol, let ids = inputs[contract?.tokenIDs ?? "input_ids"] ?? inputs["input_ids"] ?? inputs["tokens"], ids.rank == 2 { b = [s: ids.shape[1]] }
                 } else if let c = contract {
                     guard c.prefill.width.admits(ids.count) else {
@@ -117,6 +119,14 @@ public enum DiagnoseRuntime {
                     // Reported as a skipped check (the static findings still print, --json included).
                     d.add(RuntimeRun(check: "s1_mismatch", function: name, precision: "fp32", inputs: "", ok: true,
                                      summary: "skipped: \(contractError.map { "\($0)" } ?? "function '\(name)' fits no generation contract")"),
+                          findings: [])
+                    continue
+                }
+                if c.kv == .none {
+                    // No cache to carry: a call at S = 1 is the first token alone, which the
+                    // split/whole comparison (a decode call after a prefill) does not describe.
+                    d.add(RuntimeRun(check: "s1_mismatch", function: name, precision: "fp32", inputs: idsLabel, ok: true,
+                                     summary: "skipped: no KV cache (every call recomputes the whole sequence, so there is no S = 1 decode call to compare)"),
                           findings: [])
                     continue
                 }

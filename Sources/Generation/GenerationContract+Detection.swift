@@ -8,9 +8,12 @@ extension GenerationContract {
     ///   reshapes); else the only int [1, S] input. A second int [1, S] input: positions.
     /// - Write offset: an int [1] input; else, when the mask's last dimension is a RangeDim
     ///   (END) the graph reads through `shape`, `END − S`.
-    /// - Mask: a float or bool rank-4 input [1, 1, S, X]; X fixed = a CTX window, else END.
+    /// - Mask: a float or bool rank-4 input [1, 1, S, X]; X fixed = a CTX window, else END;
+    ///   else a rank-2 input named `…mask…` (Hugging Face's `attention_mask`: a padding mask).
     /// - KV: state inputs (rank 5 = stacked [L, 1, H, CTX, D], else per layer); without
-    ///   states, float inputs whose shape an output has too (caches in, updated caches out).
+    ///   states, float inputs whose shape an output has too (caches in, updated caches out);
+    ///   without either, no write offset and logits as wide as the embedding table: no KV
+    ///   cache (``KVLayout/none``, the whole sequence per call).
     /// - Functions: `function` if given; else, when the model has an S = 1 function and a
     ///   fixed S > 1 function with the same states, that prefill/decode pair; else the default.
     /// - Throws: ``GenerationError`` with one line: the roles found, those missing, and the
@@ -29,6 +32,7 @@ extension GenerationContract {
     /// The recipe the contract looks like, for `dump`.
     public var recipeName: String {
         switch (kv, functions, writeOffset) {
+        case (.none, _, _): return "no KV cache (the whole sequence per call)"
         case (.explicit, _, _): return "explicit KV inputs/outputs"
         case (_, .prefillDecode, _): return "prefill/decode multifunction"
         case (.stackedStates, _, .fromMaskShape): return "Apple Llama 3.1 (growing mask, stacked KV states)"
@@ -61,8 +65,9 @@ extension GenerationContract {
         func tensor(_ v: Value) -> TensorType? { v.type.tensorType }
         let users = userMap(f)
 
-        // Token ids and positions: int [1, S].
-        let intRows = inputs.filter { tensor($0).map { $0.dtype.isInteger && $0.rank == 2 } ?? false }
+        // Token ids and positions: int [1, S] (an input named …mask… is a padding mask).
+        func isMaskName(_ v: Value) -> Bool { v.name.lowercased().contains("mask") }
+        let intRows = inputs.filter { v in !isMaskName(v) && (tensor(v).map { $0.dtype.isInteger && $0.rank == 2 } ?? false) }
         // The embedding table is the largest table gathered from (vocab rows; a position
         // table has CTX rows).
         let tables = intRows.map { gatheredRows($0, users: users) }
@@ -87,6 +92,7 @@ extension GenerationContract {
                         maskedValue: growing ? -.infinity : -1e4)
             found.append("mask '\(m.name)' \(growing ? "[1, 1, S, END]" : "[1, 1, S, CTX]")")
         }
+        let paddingMask = maskValue == nil ? inputs.first { v in isMaskName(v) && (tensor(v).map { $0.rank == 2 && $0.shape[0].fixedValue == 1 } ?? false) } : nil
 
         // Write offset.
         let offInput = inputs.first { v in tensor(v).map { $0.dtype.isInteger && $0.rank == 1 } ?? false }
@@ -96,11 +102,10 @@ extension GenerationContract {
         } else if let m = mask, m.window == .growing, let mv = maskValue,
                   users[ObjectIdentifier(mv)]?.contains(where: { $0.type == "shape" }) ?? false {
             offset = .fromMaskShape; found.append("write offset = \(m.name).shape[-1] − S")
-        } else {
-            missing.append("write offset (an int32 [1] input, or a [1, 1, S, END] mask the graph reads the shape of)")
         }
 
-        // KV.
+        // KV (a write offset is missing only when there is a cache to write).
+        let offsetMissingAt = missing.count
         var kv: KVLayout?
         var ctx: Int?
         let states = f.stateInputs.compactMap { v in v.type.stateWrappedTensor.map { (v, $0) } }
@@ -127,9 +132,29 @@ extension GenerationContract {
                     return t.shape[t.rank - 2].fixedValue
                 }.max()
                 found.append("\(pairs.count) KV cache input/output pair\(pairs.count == 1 ? "" : "s")")
+            } else if offInput == nil, let ids, let logitsValue, let vocab = tensor(logitsValue)?.shape.last?.fixedValue,
+                      vocab == gatheredRows(ids, users: users) {
+                // Logits over the embedding table's rows and nowhere to keep K and V: the graph
+                // recomputes the sequence per call.
+                kv = KVLayout.none
+                found.append("no KV cache (the whole sequence per call)")
+                if let p = paddingMask, let t = tensor(p) {
+                    mask = Mask(name: p.name, dtype: t.dtype, window: .padding, maskedValue: 0)
+                    found.append("padding mask '\(p.name)' [1, S]")
+                }
+                ctx = tensor(ids).flatMap { t -> Int? in
+                    switch GenerationContract.width(of: t, context: Int.max) {
+                    case let .fixed(n): return n
+                    case let .enumerated(sizes): return sizes.max()
+                    case let .range(_, hi): return hi == Int.max ? nil : hi
+                    }
+                }
             } else {
                 missing.append("KV cache (states, or cache inputs returned as outputs of the same shape)")
             }
+        }
+        if case .none? = kv { offset = WriteOffset.none } else if offset == nil {
+            missing.insert("write offset (an int32 [1] input, or a [1, 1, S, END] mask the graph reads the shape of)", at: offsetMissingAt)
         }
         if let m = mask, m.window == .fixed, let t = maskValue.flatMap(tensor), let x = t.shape[3].fixedValue { ctx = x }
         if let logitsValue { found.append("logits '\(logitsValue.name)'") } else { missing.append("logits (a float [1, S, vocab] output)") }
@@ -141,7 +166,7 @@ extension GenerationContract {
             throw GenerationError("function '\(f.name)': cannot tell the context length (no fixed mask window, no KV state shape); give context_length with --contract FILE.json (README: Generation contracts)")
         }
         let positions: Positions = posInput.map { .input($0.name) } ?? (offset == .fromMaskShape ? .fromMaskEnd : .fromWriteOffset)
-        let known = Set([ids.name, maskValue?.name, posInput?.name, offInput?.name].compactMap { $0 })
+        let known = Set([ids.name, mask?.name, posInput?.name, offInput?.name].compactMap { $0 })
         var kvInputs = Set<String>()
         if case let .explicit(p) = kv { kvInputs = Set(p.map(\.input)) }
         let statics = inputs.filter { !known.contains($0.name) && !kvInputs.contains($0.name) }.map(\.name)

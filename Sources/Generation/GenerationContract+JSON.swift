@@ -10,9 +10,9 @@ import JSON
 /// { "function": "main",                       // or "prefill": "prefill", "decode": "decode"
 ///   "token_ids": "inputIds",
 ///   "positions": {"input": "position_ids"},   // or "from_write_offset", "from_mask_end"
-///   "mask": {"input": "causalMask", "window": "growing", "masked_value": "-inf"},  // or null; window "fixed"; bool masks by dtype
-///   "write_offset": {"input": "cache_offset"},// or "from_mask_shape", {"state": "pos"}
-///   "kv": {"states": ["keyCache", "valueCache"]},  // or {"pairs": [["key_cache", "key_cache_out"]]}
+///   "mask": {"input": "causalMask", "window": "growing", "masked_value": "-inf"},  // or null; window "fixed", "padding" ([1, S] attention_mask); bool masks by dtype
+///   "write_offset": {"input": "cache_offset"},// or "from_mask_shape", {"state": "pos"}, "none" (no KV cache)
+///   "kv": {"states": ["keyCache", "valueCache"]},  // or {"pairs": [["key_cache", "key_cache_out"]]}, "none" (the whole sequence per call)
 ///   "logits": "logits",
 ///   "context_length": 2048,
 ///   "static_inputs": ["per_layer_table"],     // or {"ple_table": "ple_table.npy", "ple_scale": "s.bin:fp32:262144"}
@@ -78,18 +78,20 @@ extension GenerationContract {
         }
         if let m = mask {
             o["mask"] = .object(["input": .string(m.name), "dtype": .string(m.dtype.rawValue),
-                                 "window": .string(m.window == .fixed ? "fixed" : "growing"),
+                                 "window": .string(m.window.name),
                                  "masked_value": m.isBoolean ? .null : (m.maskedValue.isInfinite ? .string("-inf") : .double(Double(m.maskedValue)))])
         } else { o["mask"] = .null }
         switch writeOffset {
         case let .input(n): o["write_offset"] = .object(["input": .string(n)])
         case .fromMaskShape: o["write_offset"] = .string("from_mask_shape")
         case let .state(n): o["write_offset"] = .object(["state": .string(n)])
+        case .none: o["write_offset"] = .string("none")
         }
         switch kv {
         case let .perLayerStates(n): o["kv"] = .object(["states": .array(n.map { .string($0) }), "layout": .string("per_layer_states")])
         case let .stackedStates(n): o["kv"] = .object(["states": .array(n.map { .string($0) }), "layout": .string("stacked_states")])
         case let .explicit(p): o["kv"] = .object(["pairs": .array(p.map { .array([.string($0.input), .string($0.output)]) }), "layout": .string("explicit")])
+        case .none: o["kv"] = .object(["layout": .string("none")])
         }
         if !staticInputFiles.isEmpty { o["static_input_files"] = .object(staticInputFiles.mapValues { .string($0) }) }
         if let p = provider {
@@ -109,22 +111,29 @@ extension GenerationContract {
         l.append("  token ids: \(tokenIDs)")
         switch positions {
         case let .input(n): l.append("  positions: input \(n)")
+        case .fromWriteOffset where writeOffset == .none: l.append("  positions: derived by the graph (0 … S − 1 in every call)")
         case .fromWriteOffset: l.append("  positions: derived by the graph from the write offset")
         case .fromMaskEnd: l.append("  positions: derived by the graph from the mask's last dimension")
         }
         if let m = mask {
             let value = m.isBoolean ? "boolean (true attends)" : "additive \(m.dtype), masked \(m.maskedValue.isInfinite ? "-inf" : String(format: "%g", m.maskedValue))"
-            l.append("  mask: \(m.name) \(m.window == .fixed ? "[1, 1, S, \(contextLength)] fixed window" : "[1, 1, S, END] growing, END = past + S"), \(value)")
+            switch m.window {
+            case .fixed: l.append("  mask: \(m.name) [1, 1, S, \(contextLength)] fixed window, \(value)")
+            case .growing: l.append("  mask: \(m.name) [1, 1, S, END] growing, END = past + S, \(value)")
+            case .padding: l.append("  mask: \(m.name) [1, S] padding (1 = token, 0 = padding), \(m.dtype)")
+            }
         } else { l.append("  mask: none") }
         switch writeOffset {
         case let .input(n): l.append("  write offset: input \(n)")
         case .fromMaskShape: l.append("  write offset: \(mask?.name ?? "mask").shape[-1] - S")
         case let .state(n): l.append("  write offset: state \(n)")
+        case .none: l.append("  write offset: none")
         }
         switch kv {
         case let .perLayerStates(n): l.append("  KV: \(n.count) per-layer states [1, H, \(contextLength), D]")
         case let .stackedStates(n): l.append("  KV: stacked states \(n.joined(separator: ", ")) [L, 1, H, \(contextLength), D]")
         case let .explicit(p): l.append("  KV: explicit inputs/outputs \(p.map { "\($0.input) -> \($0.output)" }.joined(separator: ", "))")
+        case .none: l.append("  KV: none (every call recomputes the sequence from position 0)")
         }
         l.append("  logits: \(logits) · context: \(contextLength)")
         if !staticInputs.isEmpty {
@@ -216,12 +225,17 @@ struct ContractFileReader {
                 _ = try input(name, "mask")
                 guard let t = f.inputs.first(where: { $0.name == name })?.type.tensorType else { throw bad("mask", "a tensor input") }
                 let window: GenerationContract.Mask.Window
-                switch mo["window"]?.stringValue ?? (t.rank == 4 && t.shape[3].isFixed ? "fixed" : "growing") {
+                switch mo["window"]?.stringValue ?? (t.rank == 2 ? "padding" : t.rank == 4 && t.shape[3].isFixed ? "fixed" : "growing") {
                 case "fixed": window = .fixed
                 case "growing": window = .growing
-                default: throw bad("mask.window", "\"fixed\" or \"growing\"")
+                case "padding": window = .padding
+                default: throw bad("mask.window", "\"fixed\", \"growing\" or \"padding\"")
                 }
-                var masked: Float = window == .growing ? -.infinity : -1e4
+                let rank = window == .padding ? 2 : 4
+                guard t.rank == rank else {
+                    throw GenerationError("\(file): \"mask\": input '\(name)' has rank \(t.rank); a \(window.name) mask has rank \(rank)")
+                }
+                var masked: Float = window == .growing ? -.infinity : window == .padding ? 0 : -1e4
                 switch mo["masked_value"] {
                 case nil: break
                 case let .int(i)?: masked = Float(i)
@@ -241,6 +255,7 @@ struct ContractFileReader {
         if let w = o["write_offset"] {
             switch w {
             case .string("from_mask_shape"): offset = .fromMaskShape
+            case .string("none"): offset = GenerationContract.WriteOffset.none
             case let .object(wo) where wo["input"]?.stringValue != nil: offset = .input(try input(wo["input"]!.stringValue!, "write_offset"))
             case let .object(wo) where wo["state"]?.stringValue != nil:
                 let n = wo["state"]!.stringValue!
@@ -248,7 +263,7 @@ struct ContractFileReader {
                     throw GenerationError("\(file): \"write_offset\": function '\(f.name)' has no state '\(n)' (states: \(f.stateInputs.map(\.name).joined(separator: ", ")))")
                 }
                 offset = .state(n)
-            default: throw bad("write_offset", "{\"input\": NAME}, \"from_mask_shape\" or {\"state\": NAME}")
+            default: throw bad("write_offset", "{\"input\": NAME}, \"from_mask_shape\", {\"state\": NAME} or \"none\"")
             }
         }
         if offset == nil { missing.append("write_offset") }
@@ -272,7 +287,9 @@ struct ContractFileReader {
     mutating func kv() throws -> GenerationContract.KVLayout? {
         var kv = base?.kv
         if let k = o["kv"] {
-            if let names = k["states"]?.arrayValue {
+            if k == .string("none") || k["layout"] == .string("none") {
+                kv = GenerationContract.KVLayout.none
+            } else if let names = k["states"]?.arrayValue {
                 let n = try names.map { v -> String in
                     guard let s = v.stringValue, f.stateInputs.contains(where: { $0.name == s }) else {
                         throw bad("kv.states", "names of state inputs of function '\(f.name)'")
@@ -292,7 +309,7 @@ struct ContractFileReader {
                     return GenerationContract.KVLayout.Pair(input: try input(i, "kv.pairs"), output: out)
                 })
             } else {
-                throw bad("kv", "{\"states\": [...]} or {\"pairs\": [[input, output], ...]}")
+                throw bad("kv", "{\"states\": [...]}, {\"pairs\": [[input, output], ...]} or \"none\"")
             }
         }
         if kv == nil { missing.append("kv") }
@@ -335,7 +352,7 @@ struct ContractFileReader {
             caps += [n.compactMap { s in seqAxis(f.stateInputs.first { $0.name == s }?.type.stateWrappedTensor) }.max()].compactMap { $0 }
         case let .explicit(p)?:
             caps += [p.compactMap { pair in seqAxis(f.inputs.first { $0.name == pair.input }?.type.tensorType) }.max()].compactMap { $0 }
-        case nil: break
+        case .none?, nil: break
         }
         if let m = mask, m.window == .fixed, let t = f.inputs.first(where: { $0.name == m.name })?.type.tensorType,
            t.rank == 4, let w = t.shape[3].fixedValue {

@@ -63,9 +63,21 @@ public struct GenerationContract: Equatable {
             case fixed
             /// [1, 1, S, END], END = p + S (Apple's recipe): the last dimension grows.
             case growing
+            /// [1, S] (Hugging Face's `attention_mask`, as `exporters` converts it): 1 = a real
+            /// token, 0 = padding; the graph builds the causal part itself.
+            case padding
+            /// The contract file's word for it.
+            public var name: String {
+                switch self {
+                case .fixed: return "fixed"
+                case .growing: return "growing"
+                case .padding: return "padding"
+                }
+            }
         }
         public var name: String
-        /// fp16 / fp32 (additive: 0 attend, `maskedValue` masked) or bool (true attend).
+        /// fp16 / fp32 (additive: 0 attend, `maskedValue` masked) or bool (true attend); a
+        /// `padding` mask may also be int (1 attend, 0 padding).
         public var dtype: DType
         public var window: Window
         /// The additive value of a masked column: −inf (as Apple's code writes it) or −1e4.
@@ -87,6 +99,8 @@ public struct GenerationContract: Equatable {
         case fromMaskShape
         /// Held in a state the graph advances itself (nothing to pass).
         case state(String)
+        /// Nothing is written: the model has no KV cache (``KVLayout/none``).
+        case none
     }
 
     /// Where the KV cache lives.
@@ -97,6 +111,10 @@ public struct GenerationContract: Equatable {
         case stackedStates([String])
         /// Plain inputs whose updated value is an output (no states): (input, output) pairs.
         case explicit([Pair])
+        /// No KV cache: every call takes the whole sequence from position 0 and recomputes it
+        /// (Hugging Face `exporters`' causal-lm feature without past, stateless conversions).
+        /// Decoding token t costs a call of width t; the context is the token input's widest S.
+        case none
 
         public struct Pair: Equatable {
             public var input: String
@@ -179,8 +197,11 @@ extension GenerationContract {
     /// the call's width is `ids.count`): token ids, positions `position + r`, the write offset,
     /// the mask (row r attends to columns ≤ position + r), and `caches` for explicit KV inputs
     /// (zeros of the input's type when absent). `types` are the function's input types.
+    /// `real` is how many of `ids` are real tokens (the rest padding): a `padding` mask marks
+    /// the rest 0.
     /// - Throws: `GenerationError` when an explicit cache input has no static shape.
-    public func inputs(ids: [Int32], position: Int, function f: Function, caches: [String: Tensor] = [:]) throws -> [String: Tensor] {
+    public func inputs(ids: [Int32], position: Int, function f: Function, caches: [String: Tensor] = [:],
+                       real: Int? = nil) throws -> [String: Tensor] {
         let w = ids.count
         var out: [String: Tensor] = [tokenIDs: Tensor(.int32, shape: [1, w], ints: ids)]
         func intType(_ name: String) -> DType {
@@ -193,7 +214,17 @@ extension GenerationContract {
             let rank = f.inputs.first { $0.name == name }?.type.tensorType?.rank ?? 1
             out[name] = Tensor(intType(name), shape: [Int](repeating: 1, count: max(rank, 1)), ints: [Int32(position)])
         }
-        if let m = mask {
+        if let m = mask, m.window == .padding {
+            let n = min(real ?? w, w)
+            let ones = (0..<w).map { $0 < n }
+            if m.isBoolean {
+                out[m.name] = Tensor(shape: [1, w], bools: ones)
+            } else if m.dtype.isInteger {
+                out[m.name] = Tensor(m.dtype, shape: [1, w], ints: ones.map { $0 ? 1 : 0 })
+            } else {
+                out[m.name] = Tensor(m.dtype, shape: [1, w], floats: ones.map { $0 ? 1 : 0 })
+            }
+        } else if let m = mask {
             let cols = m.window == .growing ? position + w : contextLength
             if m.isBoolean {
                 var b = [Bool](repeating: false, count: w * cols)
@@ -269,6 +300,7 @@ extension GenerationContract {
             switch kv {
             case let .perLayerStates(n), let .stackedStates(n): isKV = n.contains(v.name)
             case let .explicit(p): isKV = p.contains { $0.input == v.name }
+            case .none: isKV = false
             }
             guard isKV, let t = v.type.stateWrappedTensor ?? v.type.tensorType, let n = t.elementCount else { continue }
             total += t.dtype.byteCount(elements: n) / max(contextLength, 1) * min(live, contextLength)

@@ -49,6 +49,9 @@ public final class Generator {
     public var prefillChunk: Int?
     /// Explicit KV caches (contracts without states): the last call's cache outputs.
     var caches: [String: Tensor] = [:]
+    /// The tokens so far, for a model without a KV cache (``GenerationContract/KVLayout/none``):
+    /// every call takes them all again.
+    var sequence: [Int32] = []
 
     /// - Parameter contract: nil = detected from the session's model and function.
     /// - Throws: `GenerationError` when no contract fits (one line naming the roles found and
@@ -69,6 +72,8 @@ public final class Generator {
             }
             self.session = session
             prefillSession = session
+        case .prefillDecode where c.kv == .none:
+            throw GenerationError("a contract without a KV cache (kv \"none\") drives one function, not a prefill/decode pair")
         case let .prefillDecode(pre, _, dec):
             func other(_ name: String) throws -> Session {
                 name == session.function.name ? session
@@ -125,18 +130,23 @@ public final class Generator {
     public func reset() {
         session.states.reset()
         caches = [:]
+        sequence = []
         position = 0
     }
 
     /// One call of `on`: `ids` written at the current position; returns the logits row of the
     /// last real token. Pads to `width` with token 0 when the graph needs it (padding rows are
-    /// masked from every real row and later overwritten).
-    func step(_ ids: [Int32], width w: Int, on s: Session) throws -> [Float] {
+    /// masked from every real row and later overwritten). Without a KV cache the call takes
+    /// the whole sequence (`ids` appended) from position 0.
+    func step(_ new: [Int32], width w: Int, on s: Session) throws -> [Float] {
+        let recompute = contract.kv == .none
+        let ids = recompute ? sequence + new : new
+        let start = recompute ? 0 : position
         let n = ids.count
         var padded = ids
         padded += [Int32](repeating: 0, count: w - n)
         var inputs = boundInputs
-        for (k, v) in try contract.inputs(ids: padded, position: position, function: s.function, caches: caches) { inputs[k] = v }
+        for (k, v) in try contract.inputs(ids: padded, position: start, function: s.function, caches: caches, real: n) { inputs[k] = v }
         for p in providers { inputs[p.input] = try p.value(ids: padded, for: s.function) }
         // Only the last real token's logits are used: compute just that row when the graph allows.
         let plan = s.plan, logitsName = contract.logits
@@ -156,7 +166,8 @@ public final class Generator {
         guard logits.rank == 3, logits.shape[1] == rows else {
             throw GenerationError("logits have shape \(logits.shape), expected [1, \(rows), vocab]")
         }
-        position += n
+        position = start + n
+        if recompute { sequence = ids }
         let vocab = logits.shape[2]
         let f = logits.floats
         let r = oneRow ? 0 : n - 1
@@ -176,6 +187,19 @@ public final class Generator {
     func nextCall(_ n: Int) -> (session: Session, take: Int, width: Int)? {
         let room = contract.contextLength - position
         guard n >= 1, room >= 1 else { return nil }
+        if contract.kv == .none {
+            // One call of the whole sequence: the narrowest width that holds it.
+            let total = position + n
+            guard total <= contract.contextLength else { return nil }
+            let width = contract.prefill.width
+            let w: Int?
+            switch width {
+            case let .range(lo, hi): w = total <= hi ? max(total, lo) : nil
+            case let .enumerated(sizes): w = sizes.sorted().first { $0 >= total }
+            case let .fixed(f): w = f >= total ? f : nil
+            }
+            return w.map { (session, n, $0) }
+        }
         switch contract.functions {
         case let .single(_, width):
             let (take, w) = GenerationContract.chunk(width, for: n, limit: prefillChunk)

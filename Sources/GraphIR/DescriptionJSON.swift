@@ -15,7 +15,9 @@ import JSON
 ///            "enumerated_shapes": [[…], …] | null, "default_shape": […] | null}
 /// ```
 /// * `dtype`: the description's array data type (fp16/fp32/fp64/int32/int8); non-array
-///   features: int64, fp64 (double), string, else null.
+///   features: int64, fp64 (double), string, else null — an image adds `"image": {"width",
+///   "height", "color_space": "RGB" | "BGR" | "grayscale" | …}`, a dictionary (a classifier's
+///   scores) `"dictionary": {"key_type": "string" | "int64", "value_type": "fp64"}`.
 /// * `shape`: per dimension an integer, or null where the description makes it flexible (range
 ///   lower ≠ upper, or the enumerated shapes differ there). When the description has no shape
 ///   (coremltools omits it for flexible outputs) the dims come from the MIL value's type
@@ -97,6 +99,12 @@ public enum DescriptionJSON {
             case .int64: o["dtype"] = .string("int64")
             case .double: o["dtype"] = .string("fp64")
             case .string: o["dtype"] = .string("string")
+            case let .image(img):
+                o["dtype"] = .null
+                o["image"] = .object(["width": .int(Int(img.width)), "height": .int(Int(img.height)), "color_space": .string(img.colorSpaceName)])
+            case let .dictionary(stringKeys):
+                o["dtype"] = .null
+                o["dictionary"] = .object(["key_type": .string(stringKeys ? "string" : "int64"), "value_type": .string("fp64")])
             default: o["dtype"] = .null
             }
             o["shape"] = .array([])

@@ -91,7 +91,7 @@ public struct ArrayFeature: Hashable, Sendable {
     }
 }
 
-/// Core ML `ImageFeatureType` (kept for round trips; forge-ir does not run image models).
+/// Core ML `ImageFeatureType`; `Interpreter.ImageInput` turns pixels into the function input.
 public struct ImageFeature: Hashable, Sendable {
     public var width: Int64
     public var height: Int64
@@ -104,6 +104,12 @@ public struct ImageFeature: Hashable, Sendable {
     public var sizes: [ImageSize]?
     public var widthRange: SizeRange?
     public var heightRange: SizeRange?
+
+    /// `ImageFeatureType.ColorSpace` in words: `grayscale` (10), `RGB` (20), `BGR` (30),
+    /// `grayscale fp16` (40), else `color space N`.
+    public var colorSpaceName: String {
+        [10: "grayscale", 20: "RGB", 30: "BGR", 40: "grayscale fp16"][colorSpace] ?? "color space \(colorSpace)"
+    }
 
     public init(width: Int64, height: Int64, colorSpace: Int32, sizes: [ImageSize]? = nil, widthRange: SizeRange? = nil, heightRange: SizeRange? = nil) {
         self.width = width

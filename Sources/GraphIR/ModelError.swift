@@ -36,7 +36,9 @@ public enum ModelError: Error, Equatable, CustomStringConvertible {
         case let .unsupportedFormat(path, reason): return "\(path): unsupported model format: \(reason)"
         case let .badManifest(path, reason): return "\(path): bad Manifest.json: \(reason)"
         case let .malformedProtobuf(path): return "\(path): malformed or truncated protobuf: not a readable Core ML model specification"
-        case let .notMLProgram(path, kind): return "\(path): model type '\(kind)' is not supported: forge-ir reads ML Program (mlProgram) models only"
+        case let .notMLProgram(path, kind):
+            let hint = kind.hasPrefix("neuralNetwork") ? "; convert the source model again with coremltools' ct.convert(..., convert_to=\"mlprogram\")" : ""
+            return "\(path): model type '\(kind)' is not supported: forge-ir reads ML Program (mlProgram) models only" + hint
         case let .missingWeightFile(path): return "\(path): weight file not found"
         case let .badWeightFile(path, reason): return "\(path): not a valid MIL weight blob file: \(reason)"
         case let .badBlob(path, offset, reason): return "\(path): blob at offset \(offset): \(reason)"

@@ -639,48 +639,25 @@ struct SpecEncoder {
         let p: UnsafeMutablePointer<PTensorValue> = arena.message(core_ml__specification__milspec__tensor_value__init)
         switch s {
         case let .floats(v):
-            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedFloats> =
-                arena.message(core_ml__specification__milspec__tensor_value__repeated_floats__init)
-            r.pointee.n_values = v.count
-            r.pointee.values = arena.array(v)
+            p.pointee.floats = repeated(core_ml__specification__milspec__tensor_value__repeated_floats__init, v)
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_FLOATS
-            p.pointee.floats = r
         case let .doubles(v):
-            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedDoubles> =
-                arena.message(core_ml__specification__milspec__tensor_value__repeated_doubles__init)
-            r.pointee.n_values = v.count
-            r.pointee.values = arena.array(v)
+            p.pointee.doubles = repeated(core_ml__specification__milspec__tensor_value__repeated_doubles__init, v)
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_DOUBLES
-            p.pointee.doubles = r
         case let .ints(v):
-            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedInts> =
-                arena.message(core_ml__specification__milspec__tensor_value__repeated_ints__init)
-            r.pointee.n_values = v.count
-            r.pointee.values = arena.array(v)
+            p.pointee.ints = repeated(core_ml__specification__milspec__tensor_value__repeated_ints__init, v)
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_INTS
-            p.pointee.ints = r
         case let .longInts(v):
-            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedLongInts> =
-                arena.message(core_ml__specification__milspec__tensor_value__repeated_long_ints__init)
-            r.pointee.n_values = v.count
-            r.pointee.values = arena.array(v)
+            p.pointee.longints = repeated(core_ml__specification__milspec__tensor_value__repeated_long_ints__init, v)
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_LONG_INTS
-            p.pointee.longints = r
         case let .bools(v):
-            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedBools> =
-                arena.message(core_ml__specification__milspec__tensor_value__repeated_bools__init)
-            r.pointee.n_values = v.count
-            r.pointee.values = arena.array(v.map { $0 ? protobuf_c_boolean(1) : protobuf_c_boolean(0) })
+            p.pointee.bools = repeated(core_ml__specification__milspec__tensor_value__repeated_bools__init,
+                                       v.map { $0 ? protobuf_c_boolean(1) : protobuf_c_boolean(0) })
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BOOLS
-            p.pointee.bools = r
         case let .strings(v):
-            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedStrings> =
-                arena.message(core_ml__specification__milspec__tensor_value__repeated_strings__init)
             let items = try v.map { Optional(try arena.string($0, "\(ctx) string element")) }
-            r.pointee.n_values = items.count
-            r.pointee.values = arena.array(items)
+            p.pointee.strings = repeated(core_ml__specification__milspec__tensor_value__repeated_strings__init, items)
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_STRINGS
-            p.pointee.strings = r
         case let .bytes(v):
             let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedBytes> =
                 arena.message(core_ml__specification__milspec__tensor_value__repeated_bytes__init)
@@ -690,4 +667,27 @@ struct SpecEncoder {
         }
         return p
     }
+
+    /// One `TensorValue.Repeated*` message (floats, doubles, ints, long ints, bools, strings: each
+    /// a `n_values` count and a `values` array) holding a copy of `values`.
+    private func repeated<R: RepeatedField>(_ initialize: (UnsafeMutablePointer<R>?) -> Void, _ values: [R.Element]) -> UnsafeMutablePointer<R> {
+        let r: UnsafeMutablePointer<R> = arena.message(initialize)
+        r.pointee.n_values = values.count
+        r.pointee.values = arena.array(values)
+        return r
+    }
 }
+
+/// The protobuf-c structs of a repeated scalar field of `TensorValue`: a count and a C array.
+private protocol RepeatedField {
+    associatedtype Element
+    var n_values: Int { get set }
+    var values: UnsafeMutablePointer<Element>! { get set }
+}
+
+extension CoreML__Specification__MILSpec__TensorValue__RepeatedFloats: RepeatedField {}
+extension CoreML__Specification__MILSpec__TensorValue__RepeatedDoubles: RepeatedField {}
+extension CoreML__Specification__MILSpec__TensorValue__RepeatedInts: RepeatedField {}
+extension CoreML__Specification__MILSpec__TensorValue__RepeatedLongInts: RepeatedField {}
+extension CoreML__Specification__MILSpec__TensorValue__RepeatedBools: RepeatedField {}
+extension CoreML__Specification__MILSpec__TensorValue__RepeatedStrings: RepeatedField {}

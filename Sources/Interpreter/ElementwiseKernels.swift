@@ -47,8 +47,6 @@ enum ElementwiseKernels {
         "acos": { try unary($0, { Foundation.acos($0) }) },
         "asin": { try unary($0, { Foundation.asin($0) }) },
         "atan": { try unary($0, { Foundation.atan($0) }) },
-        "acosh": { try unary($0, { Foundation.acosh($0) }) },
-        "asinh": { try unary($0, { Foundation.asinh($0) }) },
         "atanh": { try unary($0, { Foundation.atanh($0) }) },
         "cos": { try unary($0, { Foundation.cos($0) }) },
         "cosh": { try unary($0, { Foundation.cosh($0) }) },

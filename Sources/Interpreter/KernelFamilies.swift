@@ -8,6 +8,6 @@ enum KernelFamilies {
         StateKernels.table,
         ShapeKernels.table,
         RecurrentKernels.table, QuantizationKernels.table, ImageResizeKernels.table,
-        RandomKernels.table, ListKernels.table, DetectionKernels.table,
+        RandomKernels.table, ListKernels.table, DetectionKernels.table, ClassifyKernels.table,
     ]
 }

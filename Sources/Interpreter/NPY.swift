@@ -14,7 +14,7 @@ public struct NPYError: Error, CustomStringConvertible {
 /// `fortran_order`, `shape`, then raw little-endian C-order data.
 ///
 /// Supported dtypes: `<f2` (fp16), `<f4` (fp32), `<f8` (fp64 → held as Float), `|i1`, `<i2`,
-/// `<i4`, `<i8`, `|u1`, `<u2`, `<u4`, `|b1` (bool).
+/// `<i4`, `<i8`, `|u1`, `<u2`, `<u4`, `|b1` (bool), `<U{n}` (strings, e.g. a classifier's label).
 public enum NPY {
     static let descrToDType: [String: DType] = [
         "<f2": .fp16, "<f4": .fp32, "<f8": .fp64, "|i1": .int8, "<i2": .int16, "<i4": .int32, "<i8": .int64,
@@ -56,8 +56,10 @@ public enum NPY {
         guard headerLen <= bytes.count - start, let header = String(bytes: bytes[start..<(start + headerLen)], encoding: .utf8) else {
             throw NPYError(name, "truncated header")
         }
-        guard let descr = field(header, "descr"), let dtype = descrToDType[descr.replacingOccurrences(of: "=", with: "<")] else {
-            throw NPYError(name, "unsupported dtype in header \(header.trimmingCharacters(in: .whitespacesAndNewlines)) (expected one of \(descrToDType.keys.sorted().joined(separator: " ")))")
+        let descr = field(header, "descr")
+        let chars = descr.flatMap(unicodeWidth)
+        guard let descr, let dtype = chars != nil ? .string : descrToDType[descr.replacingOccurrences(of: "=", with: "<")] else {
+            throw NPYError(name, "unsupported dtype in header \(header.trimmingCharacters(in: .whitespacesAndNewlines)) (expected one of \(descrToDType.keys.sorted().joined(separator: " ")) <U…)")
         }
         if field(header, "fortran_order") == "True" { throw NPYError(name, "Fortran-order arrays are not supported") }
         guard let shapeText = field(header, "shape") else { throw NPYError(name, "no shape in header") }
@@ -66,7 +68,7 @@ public enum NPY {
                 guard let v = Int(s.trimmingCharacters(in: .whitespaces)), v >= 0 else { throw NPYError(name, "bad shape \(shapeText) (expected non-negative integers)") }
                 return v
             }
-        let width = dtype == .bool ? 1 : dtype.bitWidth / 8
+        let width = dtype == .bool ? 1 : chars.map { 4 * $0 } ?? dtype.bitWidth / 8
         guard let n = CheckedSize.elementCount(shape), let need = CheckedSize.bytes(elements: n, stride: width) else {
             throw NPYError(name, "shape \(shape) overflows")
         }
@@ -75,6 +77,28 @@ public enum NPY {
             throw NPYError(name, "data holds \(bytes.count - body) bytes, shape \(shape) of \(descr) needs \(need)")
         }
         return (dtype, shape, n, body, descr)
+    }
+
+    /// The characters per element of NumPy's fixed-width unicode `<U{n}` (UTF-32LE), 1...65536,
+    /// or nil for another descr.
+    static func unicodeWidth(_ descr: String) -> Int? {
+        let d = descr.replacingOccurrences(of: "=", with: "<")
+        guard d.hasPrefix("<U"), let n = Int(d.dropFirst(2)), n >= 1, n <= 65536 else { return nil }
+        return n
+    }
+
+    /// `<U{n}` elements: code points up to the first 0; an invalid code point is an error.
+    static func strings(_ p: UnsafeRawBufferPointer, count n: Int, chars: Int, name: String) throws -> [String] {
+        try (0..<n).map { i in
+            var s = String.UnicodeScalarView()
+            for k in 0..<chars {
+                let u = UInt32(littleEndian: p.loadUnaligned(fromByteOffset: 4 * (i * chars + k), as: UInt32.self))
+                if u == 0 { break }
+                guard let scalar = Unicode.Scalar(u) else { throw NPYError(name, "element \(i) holds the invalid code point \(u)") }
+                s.append(scalar)
+            }
+            return String(s)
+        }
     }
 
     static func decode(_ bytes: UnsafeRawBufferPointer, name: String, target: DType?, allowLossy: Bool,
@@ -124,6 +148,8 @@ public enum NPY {
             return Tensor(.int32, shape: shape, ints: v)
         }
         switch dtype {
+        case .string:
+            return Tensor(dtype: .string, shape: shape, data: .string(try strings(p, count: n, chars: unicodeWidth(descr) ?? 1, name: name)))
         case .fp16:
             if target == nil || target == .fp16 || target?.isFloat != true {
                 return Tensor(.fp16, shape: shape, floats: (0..<n).map { Half.toFloat(p.loadUnaligned(fromByteOffset: 2 * $0, as: UInt16.self)) })
@@ -181,7 +207,8 @@ public enum NPY {
     }
 
     /// Encodes a tensor as `.npy` (version 1.0) in its dtype: fp16 as `<f2`, fp32 `<f4`,
-    /// other floats as `<f4`; int8 `|i1`, uint8 `|u1`, int16 `<i2`, uint16 `<u2`, other ints `<i4`; bool `|b1`.
+    /// other floats as `<f4`; int8 `|i1`, uint8 `|u1`, int16 `<i2`, uint16 `<u2`, other ints `<i4`; bool `|b1`;
+    /// strings as NumPy's fixed-width unicode `<U{n}` (n = the longest element in code points).
     public static func encode(_ t: Tensor) throws -> Data {
         let descr: String
         var body = Data()
@@ -206,8 +233,18 @@ public enum NPY {
         case let .bool(a):
             descr = "|b1"
             body.append(contentsOf: a.map { $0 ? 1 : 0 })
-        case .string:
-            throw NPYError("<tensor>", "string tensors cannot be written as .npy")
+        case let .string(a):
+            // NumPy's fixed-width unicode `<U{n}`: n UTF-32LE code units per element, zero-padded.
+            let scalars = a.map { Array($0.unicodeScalars) }
+            let width = max(1, scalars.map(\.count).max() ?? 1)
+            descr = "<U\(width)"
+            body.reserveCapacity(a.count * width * 4)
+            for s in scalars {
+                for i in 0..<width {
+                    var u = (i < s.count ? s[i].value : 0).littleEndian
+                    withUnsafeBytes(of: &u) { body.append(contentsOf: $0) }
+                }
+            }
         }
         let shapeText = t.shape.isEmpty ? "()" : t.shape.count == 1 ? "(\(t.shape[0]),)" : "(" + t.shape.map(String.init).joined(separator: ", ") + ")"
         var header = "{'descr': '\(descr)', 'fortran_order': False, 'shape': \(shapeText), }"

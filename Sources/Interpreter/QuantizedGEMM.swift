@@ -118,25 +118,27 @@ enum QuantizedGEMM {
     /// Plain loops of ``nt`` (Double accumulation, element-by-element dequantization).
     static func referenceNT(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor,
                             c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil) {
-        let n = q.shape[0], k = q.shape[1], blocks = q.blockSizes
-        for i in 0..<m {
-            for j in 0..<n {
-                var s = 0.0
-                for p in 0..<k { s += Double(a[i * lda + p]) * Double(referenceValue(q, j, p, blocks: blocks)) }
-                if let bias { s += Double(bias[j]) }
-                c[i * ldc + j] = Float(s)
-            }
-        }
+        reference(m: m, a: a, lda: lda, weight: q, transposed: true, c: c, ldc: ldc, bias: bias)
     }
 
     /// Plain loops of ``nn``.
     static func referenceNN(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor,
                             c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil) {
-        let k = q.shape[0], n = q.shape[1], blocks = q.blockSizes
+        reference(m: m, a: a, lda: lda, weight: q, transposed: false, c: c, ldc: ldc, bias: bias)
+    }
+
+    /// `C[i, j] = Σ_p A[i, p] · W(p, j) (+ bias[j])` in Double, W read as `q[j, p]` when
+    /// `transposed` (``nt``: `q` is [N, K]) and as `q[p, j]` otherwise (``nn``: [K, N]).
+    private static func reference(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor, transposed: Bool,
+                                  c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>?) {
+        let n = q.shape[transposed ? 0 : 1], k = q.shape[transposed ? 1 : 0], blocks = q.blockSizes
         for i in 0..<m {
             for j in 0..<n {
                 var s = 0.0
-                for p in 0..<k { s += Double(a[i * lda + p]) * Double(referenceValue(q, p, j, blocks: blocks)) }
+                for p in 0..<k {
+                    let w = transposed ? referenceValue(q, j, p, blocks: blocks) : referenceValue(q, p, j, blocks: blocks)
+                    s += Double(a[i * lda + p]) * Double(w)
+                }
                 if let bias { s += Double(bias[j]) }
                 c[i * ldc + j] = Float(s)
             }

@@ -6,23 +6,9 @@ enum QuantizedOps {
     /// file (``RuntimeValue/halfBlob``): only the selected rows are widened. Any other form
     /// widens the table and runs the dense kernel.
     static func gatherRows(_ inv: KernelInvocation, shape: [Int], table h: HalfBuffer, dense: Kernel) throws -> [RuntimeValue] {
-        var axis = try inv.int("axis", default: 0)
-        if axis < 0 { axis += shape.count }
-        guard axis == 0, try inv.int("batch_dims", default: 0) == 0, let rows = shape.first else {
-            return try dense(inv.replacing("x", with: .tensor(try RuntimeValue.halfBlob(shape, h).dense())))
-        }
-        let indices = try inv.tensor("indices")
-        let rowLen = shape.dropFirst().reduce(1, *)
-        var out: [Float] = BufferPool.uninitialized(indices.count * rowLen)
-        try out.withUnsafeMutableBufferPointer { o in
-            for (k, raw) in indices.ints.enumerated() {
-                var r = Int(raw)
-                if r < 0 { r += rows }
-                guard r >= 0, r < rows else { throw KernelError("index \(raw) out of range for dimension 0 of size \(rows)") }
-                for j in 0..<rowLen { o[k * rowLen + j] = h[r * rowLen + j] }
-            }
-        }
-        return [.tensor(Tensor(.fp16, shape: indices.shape + Array(shape.dropFirst()), floats: out))]
+        try gatherRows(inv, shape: shape, dense: dense, widened: { try RuntimeValue.halfBlob(shape, h).dense() },
+                       copyRow: { o, at, r, n in for j in 0..<n { o[at + j] = h[r * n + j] } },
+                       result: { Tensor(.fp16, shape: $0, floats: $1) })
     }
 
     /// `gather` of rows (axis 0, batch_dims 0) of an int8 table read in place (a mapped weight
@@ -30,23 +16,36 @@ enum QuantizedOps {
     /// (int8 values, held as Int32; the plan gives them the op's output dtype). Any other form
     /// widens the table and runs the dense kernel.
     static func gatherRows(_ inv: KernelInvocation, shape: [Int], table b: Int8Buffer, dense: Kernel) throws -> [RuntimeValue] {
+        try gatherRows(inv, shape: shape, dense: dense, widened: { try RuntimeValue.int8Blob(shape, b).dense() },
+                       copyRow: { o, at, r, n in for j in 0..<n { o[at + j] = Int32(b[r * n + j]) } },
+                       result: { Tensor(.int8, shape: $0, ints: $1) })
+    }
+
+    /// The row gather of both in-place tables: each index (negative counts from the end)
+    /// picks a row of the `shape` table; `copyRow(out, at, row, rowLength)` writes that row's
+    /// values at `out[at...]`; `result` makes the output tensor of shape `indices.shape +
+    /// shape[1...]`. Other axes or batch_dims run `dense` on the `widened` table.
+    /// - Throws: `KernelError` naming an index outside the table.
+    private static func gatherRows<E>(_ inv: KernelInvocation, shape: [Int], dense: Kernel, widened: () throws -> Tensor,
+                                      copyRow: (UnsafeMutableBufferPointer<E>, Int, Int, Int) -> Void,
+                                      result: ([Int], [E]) -> Tensor) throws -> [RuntimeValue] {
         var axis = try inv.int("axis", default: 0)
         if axis < 0 { axis += shape.count }
         guard axis == 0, try inv.int("batch_dims", default: 0) == 0, let rows = shape.first else {
-            return try dense(inv.replacing("x", with: .tensor(try RuntimeValue.int8Blob(shape, b).dense())))
+            return try dense(inv.replacing("x", with: .tensor(try widened())))
         }
         let indices = try inv.tensor("indices")
         let rowLen = shape.dropFirst().reduce(1, *)
-        var out: [Int32] = BufferPool.uninitialized(indices.count * rowLen)
+        var out: [E] = BufferPool.uninitialized(indices.count * rowLen)
         try out.withUnsafeMutableBufferPointer { o in
             for (k, raw) in indices.ints.enumerated() {
                 var r = Int(raw)
                 if r < 0 { r += rows }
                 guard r >= 0, r < rows else { throw KernelError("index \(raw) out of range for dimension 0 of size \(rows)") }
-                for j in 0..<rowLen { o[k * rowLen + j] = Int32(b[r * rowLen + j]) }
+                copyRow(o, k * rowLen, r, rowLen)
             }
         }
-        return [.tensor(Tensor(.int8, shape: indices.shape + Array(shape.dropFirst()), ints: out))]
+        return [.tensor(result(indices.shape + Array(shape.dropFirst()), out))]
     }
 
     /// Wraps the dense `gather` kernel: when `x` is a ``QuantizedTensor`` (an int8 embedding

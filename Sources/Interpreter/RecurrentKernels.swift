@@ -172,96 +172,98 @@ enum RecurrentKernels {
                 EW.floatResult(inv.outputDType(2), [d.b, width], cOut)]
     }
 
-    // MARK: - gru
+    // MARK: - gru, rnn
+
+    /// What `gru` and `rnn` read alike, in this order (so the first bad input is the one named):
+    /// x, a forward/reverse direction, the weights and sizes, `initial_h`, `output_sequence`.
+    struct OneDirection {
+        let xs: [Float], wih: [Float], whh: [Float]
+        let d: Dims
+        let reverse: Bool, outSeq: Bool
+        let h0: [Float]
+
+        init(_ inv: KernelInvocation, gates: Int) throws {
+            let op = inv.op.type
+            let x = try inv.tensor("x")
+            let direction = try inv.string("direction", default: "forward")
+            guard ["forward", "reverse"].contains(direction) else { throw KernelError("\(op): direction '\(direction)' is not forward or reverse") }
+            let wihT = try inv.tensor("weight_ih"), whhT = try inv.tensor("weight_hh")
+            d = try RecurrentKernels.dims(inv, x: x, wih: wihT, whh: whhT, gates: gates)
+            h0 = try RecurrentKernels.state(inv, "initial_h", b: d.b, width: d.h)
+            outSeq = try inv.bool("output_sequence", default: false)
+            xs = x.floats
+            wih = wihT.floats
+            whh = whhT.floats
+            reverse = direction == "reverse"
+        }
+
+        /// The recurrence: per batch row, per step (the last first when `reverse`),
+        /// `gx = W_ih·x_t` and `gh = W_hh·h` (`gates`·H values each), then `cell(gx, gh, &h)`
+        /// computes the new h. Outputs: h per step ([S, B, H]; [1, B, H], the last, without
+        /// `output_sequence`) and the final h ([B, H]).
+        func run(_ inv: KernelInvocation, gates: Int, cell: (_ gx: [Float], _ gh: [Float], _ h: inout [Float]) -> Void) -> [RuntimeValue] {
+            let H = d.h
+            var h = h0
+            let steps = outSeq ? d.s : 1
+            var seq = [Float](repeating: 0, count: steps * d.b * H)
+            var gx = [Float](repeating: 0, count: gates * H), gh = gx
+            for b in 0..<d.b {
+                var hb = Array(h[(b * H)..<(b * H + H)])
+                for step in 0..<d.s {
+                    let t = reverse ? d.s - 1 - step : step
+                    xs.withUnsafeBufferPointer { xp in
+                        wih.withUnsafeBufferPointer { w in RecurrentKernels.matvec(w.baseAddress!, gates * H, d.i, xp.baseAddress! + (t * d.b + b) * d.i, &gx) }
+                    }
+                    hb.withUnsafeBufferPointer { hp in
+                        whh.withUnsafeBufferPointer { w in RecurrentKernels.matvec(w.baseAddress!, gates * H, H, hp.baseAddress!, &gh) }
+                    }
+                    cell(gx, gh, &hb)
+                    if outSeq { for k in 0..<H { seq[(step * d.b + b) * H + k] = hb[k] } }
+                }
+                for k in 0..<H { h[b * H + k] = hb[k] }
+            }
+            if !outSeq { seq = h }
+            return [EW.floatResult(inv.outputDType(0), [steps, d.b, H], seq), EW.floatResult(inv.outputDType(1), [d.b, H], h)]
+        }
+    }
 
     static func gru(_ inv: KernelInvocation) throws -> [RuntimeValue] {
-        let x = try inv.tensor("x")
-        let direction = try inv.string("direction", default: "forward")
-        guard ["forward", "reverse"].contains(direction) else { throw KernelError("gru: direction '\(direction)' is not forward or reverse") }
-        let wihT = try inv.tensor("weight_ih"), whhT = try inv.tensor("weight_hh")
-        let d = try dims(inv, x: x, wih: wihT, whh: whhT, gates: 3)
-        let H = d.h
-        var h = try state(inv, "initial_h", b: d.b, width: H)
-        let outSeq = try inv.bool("output_sequence", default: false)
+        let one = try OneDirection(inv, gates: 3)
+        let H = one.d.h
         let recAct = try activation(try inv.string("recurrent_activation", default: "sigmoid"), op: "gru")
         let act = try activation(try inv.string("activation", default: "tanh"), op: "gru")
         let resetAfter = try inv.bool("reset_after", default: false)
         let bh = try vector(inv, "bias", 3 * H) ?? [Float](repeating: 0, count: 3 * H)
         let bi = try vector(inv, "input_bias", 3 * H) ?? [Float](repeating: 0, count: 3 * H)
-        let wih = wihT.floats, whh = whhT.floats, xs = x.floats
-        let steps = outSeq ? d.s : 1
-        var seq = [Float](repeating: 0, count: steps * d.b * H)
-        var gx = [Float](repeating: 0, count: 3 * H), gh = gx, rh = [Float](repeating: 0, count: H), ho = rh
-        for b in 0..<d.b {
-            var hb = Array(h[(b * H)..<(b * H + H)])
-            for step in 0..<d.s {
-                let t = direction == "reverse" ? d.s - 1 - step : step
-                xs.withUnsafeBufferPointer { xp in
-                    wih.withUnsafeBufferPointer { w in matvec(w.baseAddress!, 3 * H, d.i, xp.baseAddress! + (t * d.b + b) * d.i, &gx) }
-                }
-                // r and z from W_h·h (rows 0..<H and 2H..<3H); o's hidden product depends on reset_after
-                hb.withUnsafeBufferPointer { hp in
-                    whh.withUnsafeBufferPointer { w in matvec(w.baseAddress!, 3 * H, H, hp.baseAddress!, &gh) }
-                }
-                var r = [Float](repeating: 0, count: H), z = r
-                for k in 0..<H {
-                    r[k] = recAct(gx[k] + bi[k] + gh[k] + bh[k])
-                    z[k] = recAct(gx[2 * H + k] + bi[2 * H + k] + gh[2 * H + k] + bh[2 * H + k])
-                }
-                if resetAfter {
-                    for k in 0..<H { ho[k] = r[k] * (gh[H + k] + bh[H + k]) }
-                } else {
-                    for k in 0..<H { rh[k] = r[k] * hb[k] }
-                    rh.withUnsafeBufferPointer { rp in
-                        whh.withUnsafeBufferPointer { w in matvec(w.baseAddress! + H * H, H, H, rp.baseAddress!, &ho) }
-                    }
-                    for k in 0..<H { ho[k] += bh[H + k] }
-                }
-                for k in 0..<H {
-                    let o = act(gx[H + k] + bi[H + k] + ho[k])
-                    hb[k] = (1 - z[k]) * o + z[k] * hb[k]
-                }
-                if outSeq { for k in 0..<H { seq[(step * d.b + b) * H + k] = hb[k] } }
+        var r = [Float](repeating: 0, count: H), z = r, rh = r, ho = r
+        return one.run(inv, gates: 3) { gx, gh, hb in
+            // r and z from W_h·h (rows 0..<H and 2H..<3H); o's hidden product depends on reset_after
+            for k in 0..<H {
+                r[k] = recAct(gx[k] + bi[k] + gh[k] + bh[k])
+                z[k] = recAct(gx[2 * H + k] + bi[2 * H + k] + gh[2 * H + k] + bh[2 * H + k])
             }
-            for k in 0..<H { h[b * H + k] = hb[k] }
+            if resetAfter {
+                for k in 0..<H { ho[k] = r[k] * (gh[H + k] + bh[H + k]) }
+            } else {
+                for k in 0..<H { rh[k] = r[k] * hb[k] }
+                rh.withUnsafeBufferPointer { rp in
+                    one.whh.withUnsafeBufferPointer { w in matvec(w.baseAddress! + H * H, H, H, rp.baseAddress!, &ho) }
+                }
+                for k in 0..<H { ho[k] += bh[H + k] }
+            }
+            for k in 0..<H {
+                let o = act(gx[H + k] + bi[H + k] + ho[k])
+                hb[k] = (1 - z[k]) * o + z[k] * hb[k]
+            }
         }
-        if !outSeq { seq = h }
-        return [EW.floatResult(inv.outputDType(0), [steps, d.b, H], seq), EW.floatResult(inv.outputDType(1), [d.b, H], h)]
     }
 
-    // MARK: - rnn
-
     static func rnn(_ inv: KernelInvocation) throws -> [RuntimeValue] {
-        let x = try inv.tensor("x")
-        let direction = try inv.string("direction", default: "forward")
-        guard ["forward", "reverse"].contains(direction) else { throw KernelError("rnn: direction '\(direction)' is not forward or reverse") }
-        let wihT = try inv.tensor("weight_ih"), whhT = try inv.tensor("weight_hh")
-        let d = try dims(inv, x: x, wih: wihT, whh: whhT, gates: 1)
-        let H = d.h
-        var h = try state(inv, "initial_h", b: d.b, width: H)
-        let outSeq = try inv.bool("output_sequence", default: false)
+        let one = try OneDirection(inv, gates: 1)
         let act = try activation(try inv.string("activation", default: "tanh"), op: "rnn")
-        let bias = try vector(inv, "bias", H) ?? [Float](repeating: 0, count: H)
-        let wih = wihT.floats, whh = whhT.floats, xs = x.floats
-        let steps = outSeq ? d.s : 1
-        var seq = [Float](repeating: 0, count: steps * d.b * H)
-        var gx = [Float](repeating: 0, count: H), gh = gx
-        for b in 0..<d.b {
-            var hb = Array(h[(b * H)..<(b * H + H)])
-            for step in 0..<d.s {
-                let t = direction == "reverse" ? d.s - 1 - step : step
-                xs.withUnsafeBufferPointer { xp in
-                    wih.withUnsafeBufferPointer { w in matvec(w.baseAddress!, H, d.i, xp.baseAddress! + (t * d.b + b) * d.i, &gx) }
-                }
-                hb.withUnsafeBufferPointer { hp in
-                    whh.withUnsafeBufferPointer { w in matvec(w.baseAddress!, H, H, hp.baseAddress!, &gh) }
-                }
-                for k in 0..<H { hb[k] = act(gx[k] + gh[k] + bias[k]) }
-                if outSeq { for k in 0..<H { seq[(step * d.b + b) * H + k] = hb[k] } }
-            }
-            for k in 0..<H { h[b * H + k] = hb[k] }
+        let bias = try vector(inv, "bias", one.d.h) ?? [Float](repeating: 0, count: one.d.h)
+        return one.run(inv, gates: 1) { gx, gh, hb in
+            for k in 0..<hb.count { hb[k] = act(gx[k] + gh[k] + bias[k]) }
         }
-        if !outSeq { seq = h }
-        return [EW.floatResult(inv.outputDType(0), [steps, d.b, H], seq), EW.floatResult(inv.outputDType(1), [d.b, H], h)]
     }
 }

@@ -24,17 +24,11 @@ import Interpreter
 ///   tensor<int32, [?]> idx = add(x = rows, y = off)
 ///   tensor<fp16, [1, 2, 64, 16]> k2 = scatter(data = k, indices = idx, updates = new, axis = 2, mode = "update")
 /// ```
-public struct LowerSliceUpdate: FunctionPass {
+public struct LowerSliceUpdate: PatternPass {
     public static let name = "lower_slice_update"
     public static let summary = "Rewrite slice writes with a run-time end index into a static-window scatter."
+    public static let statistic = "slice writes lowered"
     public init() {}
-
-    public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        let n = try RewriteDriver.run(function, in: model, patterns: [Self.pattern])
-        result.count("slice writes lowered", n)
-        return result
-    }
 
     /// Where element `i` of a rank-1 int tensor comes from.
     enum Element {
@@ -116,7 +110,7 @@ public struct LowerSliceUpdate: FunctionPass {
         let squeezeMask: [Bool]
     }
 
-    static func pattern(_ op: Op, _ ctx: RewriteContext) throws -> Bool {
+    public static func pattern(_ op: Op, _ ctx: RewriteContext) throws -> Bool {
         guard let w = write(op) else { return false }
         var e = Emitter(op: op, ctx: ctx)
         let scalarInt = TensorType(.int32, [])

@@ -11,17 +11,11 @@ import Interpreter
 /// before:  %z = const(val = 0.0); %y = add(x = %x, y = %z); %o = relu(x = %y)
 /// after:   %o = relu(x = %x)
 /// ```
-public struct NoopElimination: FunctionPass {
+public struct NoopElimination: PatternPass {
     public static let name = "noop_elimination"
     public static let summary = "Remove ops that return their input unchanged (identity, +0, *1, same-shape reshape…)."
+    public static let statistic = "ops removed"
     public init() {}
-
-    public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        let n = try RewriteDriver.run(function, in: model, patterns: [Self.pattern])
-        result.count("ops removed", n)
-        return result
-    }
 
     static func constant(_ operand: Operand?) -> Tensor? {
         guard let operand else { return nil }
@@ -72,7 +66,7 @@ public struct NoopElimination: FunctionPass {
         return nil
     }
 
-    static func pattern(_ op: Op, _ ctx: RewriteContext) throws -> Bool {
+    public static func pattern(_ op: Op, _ ctx: RewriteContext) throws -> Bool {
         guard let x = passthrough(op) else { return false }
         let out = op.outputs[0]
         // A returned value keeps its name: only remove when the output is not a function output,

@@ -68,7 +68,9 @@ extension String {
     /// The string cut at every occurrence of `separator`, comparing Unicode scalars (as Rust's
     /// and Python's string functions do; Swift's Character-based functions would not find " "
     /// in " " + U+200D, a single Character).
-    func splitScalars(_ separator: String) -> [String] {
+    /// At most `maxSplits` cuts when it is not negative (Python's `str.split(sep, maxsplit)`);
+    /// an empty separator cuts nothing.
+    func splitScalars(_ separator: String, maxSplits: Int = -1) -> [String] {
         let s = Array(unicodeScalars), p = Array(separator.unicodeScalars)
         func str(_ r: ArraySlice<Unicode.Scalar>) -> String {
             var v = String.UnicodeScalarView()
@@ -78,7 +80,7 @@ extension String {
         guard !p.isEmpty, s.count >= p.count else { return [self] }
         var out: [String] = []
         var start = 0, i = 0
-        while i + p.count <= s.count {
+        while i + p.count <= s.count, maxSplits < 0 || out.count < maxSplits {
             if s[i] == p[0] && s[i..<(i + p.count)].elementsEqual(p) {
                 out.append(str(s[start..<i]))
                 i += p.count

@@ -295,45 +295,37 @@ enum SplitPattern {
 /// the kept ranges; empty ranges are dropped as the library drops empty splits.
 func applySplitBehavior(_ matches: [(Int, Int, Bool)], _ behavior: SplitBehavior, invert: Bool) -> [Range<Int>] {
     let ms = invert ? matches.map { ($0.0, $0.1, !$0.2) } : matches
-    var out: [(Int, Int, Bool)] = []  // (start, end, remove)
+    let out: [(Int, Int, Bool)]  // (start, end, remove)
     switch behavior {
     case .isolated:
         out = ms.map { ($0.0, $0.1, false) }
     case .removed:
         out = ms.map { ($0.0, $0.1, $0.2) }
     case .contiguous:
-        var previousMatch = false
-        for (a, b, isMatch) in ms {
-            if isMatch == previousMatch, !out.isEmpty {
-                out[out.count - 1].1 = b
-            } else {
-                out.append((a, b, false))
-            }
-            previousMatch = isMatch
-        }
+        out = mergeSplits(ms, backwards: false) { isMatch, previousMatch in isMatch == previousMatch }
     case .mergedWithPrevious:
-        var previousMatch = false
-        for (a, b, isMatch) in ms {
-            if isMatch && !previousMatch, !out.isEmpty {
-                out[out.count - 1].1 = b
-            } else {
-                out.append((a, b, false))
-            }
-            previousMatch = isMatch
-        }
+        out = mergeSplits(ms, backwards: false) { isMatch, previousMatch in isMatch && !previousMatch }
     case .mergedWithNext:
-        var previousMatch = false
-        for (a, b, isMatch) in ms.reversed() {
-            if isMatch && !previousMatch, !out.isEmpty {
-                out[out.count - 1].0 = a
-            } else {
-                out.append((a, b, false))
-            }
-            previousMatch = isMatch
-        }
-        out.reverse()
+        out = mergeSplits(ms, backwards: true) { isMatch, previousMatch in isMatch && !previousMatch }
     }
     return out.compactMap { $0.2 || $0.0 == $0.1 ? nil : $0.0..<$0.1 }
+}
+
+/// HF's merging loops of `applySplitBehavior`: walking the pieces (from the end when
+/// `backwards`), a piece joins the last kept one when `joins(isMatch, previousMatch)`, else it
+/// starts a new kept piece. Returns (start, end, remove = false) in text order.
+private func mergeSplits(_ pieces: [(Int, Int, Bool)], backwards: Bool, _ joins: (Bool, Bool) -> Bool) -> [(Int, Int, Bool)] {
+    var out: [(Int, Int, Bool)] = []
+    var previousMatch = false
+    for (a, b, isMatch) in backwards ? Array(pieces.reversed()) : pieces {
+        if joins(isMatch, previousMatch), !out.isEmpty {
+            if backwards { out[out.count - 1].0 = a } else { out[out.count - 1].1 = b }
+        } else {
+            out.append((a, b, false))
+        }
+        previousMatch = isMatch
+    }
+    return backwards ? Array(out.reversed()) : out
 }
 
 // MARK: - pre-tokenizers

@@ -103,10 +103,7 @@ public struct ReasoningRouter {
             return emit(.reasoning, String(v))
         }
         if l.prefix(h.count).elementsEqual(h) { return [] }  // could still be the label
-        labelPending = false
-        let held = labelHold
-        labelHold = ""
-        return emit(.reasoning, held)
+        return flushLabel()  // not the label: what was held is reasoning text
     }
 
     private mutating func emit(_ channel: Channel, _ text: String) -> [(Channel, String)] {

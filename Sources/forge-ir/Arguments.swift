@@ -66,9 +66,21 @@ struct CommandSpec {
     /// One line, shown in `forge-ir --help`.
     var summary: String
     var positionals: [PositionalSpec] = []
+    /// Every option the verb accepts, in help order: its own, then those of its groups.
     var options: [OptionSpec] = []
     /// Extra paragraphs shown after the options in `--help`.
     var discussion: String = ""
+
+    /// A verb with its own `options` followed by every option of `groups`, in order (the groups
+    /// are the options several verbs share, declared once in ``OptionGroup``).
+    init(name: String, summary: String, positionals: [PositionalSpec] = [], options: [OptionSpec] = [],
+         groups: [OptionGroup] = [], discussion: String = "") {
+        self.name = name
+        self.summary = summary
+        self.positionals = positionals
+        self.options = options + groups.flatMap(\.options)
+        self.discussion = discussion
+    }
 }
 
 /// A usage error: exit code 64, message plus a hint to `--help`.

@@ -27,17 +27,11 @@ enum BenchCommand: Command {
             .int("n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test).", range: 0...Int.max),
             .int("d", "Context depth: tokens prefilled (untimed) before each test, as llama-bench -d (default 0).", range: 0...Int.max),
             .int("r", "Repetitions after the warm-up (default 3).", range: 1...Int.max),
-            CommonOptions.precision,
-            CommonOptions.activations,
-            CommonOptions.int8Activations,
             CommonOptions.function,
-            ContractOption.option,
-            StaticInputOption.option,
-            CommonOptions.threads,
             .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
             .flag("markdown", "Print the table as markdown."),
-            CommonOptions.maxMemory,
         ],
+        groups: [.kernels, .contract, .loading],
         discussion: """
         Each repetition starts from fresh (zeroed) states (then, with -d D, D random token ids
         are prefilled untimed, so both tests run at context depth D): the prefill of P random token ids

@@ -3,7 +3,7 @@ import GraphIR
 import Interpreter
 
 /// Options several verbs share, declared once; `main` applies `--threads` and `--max-memory`
-/// before the verb runs.
+/// before the verb runs. Verbs take most of them as whole ``OptionGroup``s.
 enum CommonOptions {
     /// The model a verb reads (every loader form).
     static let model = PositionalSpec(name: "model", help: ".mlpackage or .mlmodelc folder, or .mlmodel file (ML Program).")
@@ -14,6 +14,8 @@ enum CommonOptions {
     static let threads = OptionSpec.int("threads", "Threads for the kernels (default: the CPUs this process may use; 1 = no pool).",
                                         range: 1...256)
     static let function = OptionSpec.option("function", value: "name", "Function to use (default: the model's default function).")
+    /// `--function` of the verbs that look at every function unless told (`dump`, `diagnose`).
+    static let onlyFunction = OptionSpec.option("function", value: "name", "Only this function (default: every function).")
     static let json = OptionSpec.flag("json", "Print the result as JSON.")
     static let int8Activations = OptionSpec.flag("int8-activations", "Same as --activations int8.")
     static let activations = OptionSpec.choice("activations", ActivationQuantization.allCases.map(\.rawValue),
@@ -22,6 +24,8 @@ enum CommonOptions {
         "max-memory", value: "bytes",
         "Largest allocation from sizes a file declares (e.g. 4G, 512M; default: half of RAM).")
 
+    /// Applies the options of ``OptionGroup/kernels`` and ``OptionGroup/loading`` that act on
+    /// the process (`--threads`, `--max-memory`); `main` calls it before the verb runs.
     static func apply(_ args: ParsedArguments) throws {
         // The kernels' thread pool starts on first use and reads FORGE_THREADS then.
         if let n = args.int("threads") { setenv("FORGE_THREADS", String(n), 1) }
@@ -31,6 +35,23 @@ enum CommonOptions {
         }
         MemoryBudget.limit = bytes
     }
+}
+
+/// Options that go together, declared once and taken whole by every verb they concern, so that
+/// one option means the same, with the same help, in every verb (`CommandSpec(groups:)` appends
+/// them after the verb's own options).
+struct OptionGroup {
+    var options: [OptionSpec]
+
+    /// What loading a model may allocate (`--max-memory`): every verb that reads a model.
+    static let loading = OptionGroup(options: [CommonOptions.maxMemory])
+    /// How the kernels compute (`--precision`, `--activations`, `--int8-activations`, `--threads`): the verbs that
+    /// run a function for its outputs (`run`, `generate`, `bench`).
+    static let kernels = OptionGroup(options: [CommonOptions.precision, CommonOptions.activations, CommonOptions.int8Activations,
+                                               CommonOptions.threads])
+    /// What feeds an LLM function besides its tokens (`--contract`, `--static-input`): the verbs
+    /// that build generation calls (`generate`, `bench`, `diagnose`).
+    static let contract = OptionGroup(options: [ContractOption.option, StaticInputOption.option])
 }
 
 /// One-line error text for the CLI: Foundation file errors as `path: reason` (never the raw

@@ -31,6 +31,7 @@ enum CompareCommand: Command {
             .flag("ops", "Text output: list every compared op, not only the outputs and the first divergence."),
             CommonOptions.json,
         ],
+        groups: [.loading],
         discussion: """
         Every op output of the candidate is compared with the reference's value of the same name
         (values only one side has are skipped). The first op, in the candidate's op order, whose
@@ -105,6 +106,9 @@ enum CompareCommand: Command {
                 calls = try calls_(args, candidate.session.function, seed: seed, length: length, steps: steps)
                 if args.value("inputs") == nil && rec.values.count > 1 {
                     throw CompareCLIError("\(referencePath) records \(rec.values.count) calls but no inputs for them; give them as call<K>_<input> arrays")
+                }
+                if args.value("inputs") == nil && !candidate.session.function.inputs.allSatisfy(\.type.isState) {
+                    Console.err("note: \(referencePath) holds no inputs of function '\(candidate.session.function.name)': its values are compared with a run on generated inputs (\(calls.first?.label ?? "seed \(seed)")); store the inputs it was made from in it, or give --inputs\n")
                 }
             } else {
                 calls = rec.calls.enumerated().map { k, ins in (ins, rec.calls.count > 1 ? "call \(k) from \(referencePath)" : "inputs from \(referencePath)") }

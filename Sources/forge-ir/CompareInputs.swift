@@ -4,7 +4,7 @@ import Interpreter
 import Generation
 
 /// The calls `forge-ir compare` makes: from `--inputs`, from the reference's recorded inputs,
-/// a generated prefill (+ decode calls) for stateful LLM packages (Generation's `GenerationContract`; caches as explicit inputs are not carried, so those packages get random arrays),
+/// a generated prefill (+ decode calls) for stateful LLM packages (Generation's `GenerationContract`; caches as explicit inputs are not carried, so those packages, and those without a KV cache, get random arrays),
 /// or random arrays generated from the function's input types.
 enum CompareInputs {
     typealias Call = (inputs: [String: Tensor], label: String)
@@ -17,7 +17,7 @@ enum CompareInputs {
     /// with states carried): floats uniform in [-1, 1), integers in 0..<8, bools fair; a
     /// flexible dimension takes its RangeDim lower bound (at least 1) or its first enumerated size.
     static func generated(_ f: Function, seed: UInt64, length: Int, decodeSteps: Int) throws -> [Call] {
-        if let c = try? GenerationContract.detect(function: f), c.staticInputs.isEmpty, !{ if case .explicit = c.kv { return true } else { return false } }() {
+        if let c = try? GenerationContract.detect(function: f), c.staticInputs.isEmpty, !{ switch c.kv { case .explicit, .none: return true; default: return false } }() {
             let vocab = f.outputs.first { $0.name == c.logits }?.type.tensorType?.shape.last?.fixedValue ?? 32000
             var n = min(length, c.contextLength - decodeSteps)
             let width = c.prefill.width

@@ -28,7 +28,7 @@ enum CompareReport {
             "name": .string(v.name), "op": v.op.map { .string($0) } ?? .null, "op_type": v.opType.map { .string($0) } ?? .null,
             "index": .int(v.index), "dtype": .string(v.dtype), "shape": .array(v.shape.map { .int($0) }),
             "reference_shape": v.referenceShape.map { .array($0.map { .int($0) }) } ?? .null,
-            "metrics": v.metrics.map(json) ?? .null, "ok": .bool(v.ok),
+            "metrics": v.metrics.map(json) ?? .null, "strings_equal": v.stringsEqual.map { .bool($0) } ?? .null, "ok": .bool(v.ok),
         ])
     }
 
@@ -79,6 +79,7 @@ enum CompareReport {
 
     static func row(_ v: ValueComparison, width: Int) -> String {
         var out = pad(v.name, width, left: true) + " " + pad(v.opType ?? "-", 22, left: true) + " " + pad("\(v.shape)", 16, left: true)
+        if let eq = v.stringsEqual { return out + (eq ? " same strings" + pad("ok", 66) : " strings differ" + pad("FAIL", 66)) + "\n" }
         guard let m = v.metrics else { return out + " shape differs: reference \(v.referenceShape ?? [])\n" }
         out += pad(fmt(m.maxAbs), 10) + pad(fmt(m.maxRel), 10) + pad(String(format: "%.6f", m.cosine), 10)
             + pad(fmt(m.snrDB), 9) + pad(fmt(m.psnrDB), 9) + pad(m.top1Agreement.map { String(format: "%.3f", $0) } ?? "-", 7)

@@ -1,4 +1,5 @@
 import GraphIR
+import Interpreter
 
 /// Human-readable model description lines, shared by the verbs.
 enum DescriptionText {
@@ -24,7 +25,7 @@ enum DescriptionText {
         case .int64: line += "int64"
         case .double: line += "double"
         case .string: line += "string"
-        case let .image(img): line += "image \(img.width)x\(img.height)"
+        case let .image(img): line += "image " + ImageInput.text(img)
         case let .dictionary(stringKeys): line += "dictionary<\(stringKeys ? "string" : "int64"), double>"
         case let .sequence(stringElements, _): line += "sequence<\(stringElements ? "string" : "int64")>"
         case .unset: line += "(no type)"

@@ -21,18 +21,16 @@ enum DiagnoseCommand: Command {
         positionals: [CommonOptions.model],
         options: [
             .intList("seq", value: "n,n,…", "Sequence lengths to check (default: 1, the RangeDim bounds and default, every enumerated size).", range: 0...Int.max),
-            .option("function", value: "name", "Only this function (default: every function)."),
+            CommonOptions.onlyFunction,
             .choice("precision", ["fp32", "fp16"], "fp16: also run the function in fp16 precision and report the first op that overflows to inf/NaN."),
             .option("inputs", value: "file.npz", "Inputs of that run (one call, zeroed states); default for stateful LLMs: generated."),
             .intList("prompt-ids", value: "1,2,3", "Token ids of the generated LLM calls (default: 16 random ids, seed 0, or fewer if the model takes fewer).",
                      range: 0...Int(Int32.max)),
             CommonOptions.threads,
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
-            ContractOption.option,
-            StaticInputOption.option,
             .flag("json", "Machine-readable findings (schema in the README)."),
-            CommonOptions.maxMemory,
         ],
+        groups: [.contract, .loading],
         discussion: """
         Shapes are inferred without running kernels: each flexible input dimension becomes a
         symbol (dimensions the graph forces equal share one), then the function is evaluated

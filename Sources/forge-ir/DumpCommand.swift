@@ -8,12 +8,12 @@ enum DumpCommand: Command {
         summary: "Print a model's description and MIL text (or a summary, or JSON).",
         positionals: [CommonOptions.model],
         options: [
-            .option("function", value: "name", "Only this function (default: every function)."),
+            CommonOptions.onlyFunction,
             .flag("summary", "Op counts, parameters per dtype, state bytes and the generation contract instead of MIL text."),
             .flag("json", "Machine-readable description (with --summary: plus a \"summary\" object)."),
             .flag("mil", "Only the MIL text, nothing elided: the model.mil of a compiled model (read back by .mlmodelc loading)."),
-            CommonOptions.maxMemory,
         ],
+        groups: [.loading],
         discussion: """
         The MIL text follows the syntax of a compiled model's model.mil (so the two can be
         diffed); weights stored in weight.bin print as BLOBFILE references, inline tensors

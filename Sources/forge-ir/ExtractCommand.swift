@@ -14,6 +14,7 @@ enum ExtractCommand: Command {
             .option("o", value: "out.mlpackage", "Where to write the package (required; written atomically)."),
             CommonOptions.function,
         ],
+        groups: [.loading],
         discussion: """
         Inputs are the --from values with their types (unknown dimensions inferred symbolically
         from the function's inputs: an input's flexible dimension keeps its RangeDim), plus any

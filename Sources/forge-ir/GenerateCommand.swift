@@ -33,18 +33,12 @@ enum GenerateCommand: Command {
             .intList("stop-ids", value: "1,2", "Extra token ids that stop generation.", range: 0...Int(Int32.max)),
             .int("prefill-chunk", "Largest prefill call (1 = token by token; default: the graph's widest).", range: 1...Int.max),
             CommonOptions.function,
-            ContractOption.option,
-            StaticInputOption.option,
-            CommonOptions.precision,
-            CommonOptions.activations,
-            CommonOptions.int8Activations,
-            CommonOptions.threads,
             .flag("print-prompt", "Print the prompt (the rendered chat template text; ids for --prompt-ids) and exit without running the model."),
             .flag("hide-reasoning", "Leave the reasoning span (Gemma 4's thought channel, <think>…</think>) out of the printed text."),
             .flag("json", "Print prompt_ids, token_ids, text, reasoning, response, tokens/s and peak memory as JSON."),
             .flag("profile", "Print time per op type (stderr)."),
-            CommonOptions.maxMemory,
         ],
+        groups: [.contract, .kernels, .loading],
         discussion: """
         Streams text to stdout as it is generated (with a tokenizer; ids otherwise) and ends with
         a timing line on stderr: prompt: N tokens, X tok/s · generation: M tokens, Y tok/s.

@@ -26,8 +26,8 @@ enum OptimizeCommand: Command {
             .flag("time-passes", "Print how long each pass took (stderr)."),
             .flag("json", "Print op counts before/after and per-pass statistics as JSON."),
             .flag("force", "Replace -o even when it is not a package forge-ir recognises (a folder of other files)."),
-            CommonOptions.maxMemory,
         ],
+        groups: [.loading],
         discussion: """
         Prints a table of op counts before and after, like onnx-simplifier. The verifier runs
         after every pass; the output is written to a temporary folder and renamed into place.

@@ -18,6 +18,7 @@ enum ReduceCommand: Command {
             .flag("show-check-output", "Let the check command's stdout/stderr through (default: discarded)."),
             CommonOptions.json,
         ],
+        groups: [.loading],
         discussion: """
         Candidates: prefix k = the function's inputs → the outputs of its k-th op (constants not
         counted; ops without outputs skipped), extracted as with 'forge-ir extract'. The full

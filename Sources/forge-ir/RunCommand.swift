@@ -20,10 +20,6 @@ enum RunCommand: Command {
             .option("out", value: "dir", "Write one <output_name>.npy per output."),
             .option("state-in", value: "dir", "Load states from <dir>/<state>.npy (default: zeros)."),
             .option("state-out", value: "dir", "Save states after the call to <dir>/<state>.npy."),
-            CommonOptions.precision,
-            CommonOptions.threads,
-            CommonOptions.activations,
-            CommonOptions.int8Activations,
             .int("repeat", "Time n calls after one untimed warm-up call, each from the same states; report the median (default: one timed call).", range: 1...1_000_000),
             .option("outputs", value: "name,…|all", "Also save these op outputs (names as in dump; all = every non-constant op) as .npy in --out, with values.json."),
             .option("max-output-bytes", value: "n", "Budget for the .npy bytes --outputs writes (default 1073741824 = 1 GiB; suffixes K, M, G)."),
@@ -31,8 +27,8 @@ enum RunCommand: Command {
             .flag("json", "Print output names, shapes, dtypes, checksums and the time as JSON."),
             .flag("profile", "Print time per op type over the timed calls, and the share outside the kernels (stderr)."),
             .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
-            CommonOptions.maxMemory,
         ],
+        groups: [.kernels, .loading],
         discussion: """
         Flexible dimensions are taken from the given arrays and checked against the model's
         RangeDim bounds or EnumeratedShapes. Without --out, a short line per output is printed.
@@ -179,15 +175,19 @@ enum RunCommand: Command {
         let sorted = samples.sorted()
         let seconds = sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
         let names = session.function.outputs.map(\.name)
+        let labels = ClassifierLabels.of(session.function)
         if args.flag("json") {
             var outs: [JSONValue] = []
             for n in names {
                 let t = outputs[n]!
-                outs.append(.object([
+                var o: [String: JSONValue] = [
                     "name": .string(n), "dtype": .string(t.dtype.rawValue),
                     "shape": .array(t.shape.map { .int($0) }),
                     "checksum": .double(checksum(t)),
-                ]))
+                ]
+                if case let .string(s) = t.data { o["value"] = s.count == 1 && t.shape.isEmpty ? .string(s[0]) : .array(s.map { .string($0) }) }
+                if let keys = labels[n] { o["classes"] = .array(keys.map { .string($0) }) }
+                outs.append(.object(o))
             }
             var obj: [String: JSONValue] = [
                 "function": .string(session.function.name),
@@ -203,13 +203,23 @@ enum RunCommand: Command {
             }
             Console.out(JSONValue.object(obj).render(pretty: true) + "\n")
         } else {
-            for n in names {
-                let t = outputs[n]!
-                Console.out("\(n): \(t.dtype.rawValue) \(t.shape) checksum \(checksum(t))\n")
-            }
+            for n in names { Console.out(outputLine(n, outputs[n]!, classes: labels[n]) + "\n") }
             Console.err(String(format: "ran '%@' in %.3f s%@ (%@)\n", session.function.name, seconds,
                                repeats > 0 ? " (median of \(repeats) after a warm-up)" : "", precision.rawValue))
         }
+    }
+
+    /// One output for the text report: dtype, shape and checksum; a string output's text; a
+    /// classifier's dictionary (values in class order) with its three largest classes.
+    static func outputLine(_ name: String, _ t: Tensor, classes: [String]?) -> String {
+        if case let .string(s) = t.data {
+            return "\(name): string \(t.shape) = " + s.prefix(8).map { "\"\($0)\"" }.joined(separator: ", ") + (s.count > 8 ? ", …" : "")
+        }
+        guard let keys = classes, keys.count == t.count else { return "\(name): \(t.dtype.rawValue) \(t.shape) checksum \(checksum(t))" }
+        let v = t.floats
+        let top = v.indices.sorted { v[$0] != v[$1] ? v[$0] > v[$1] : $0 < $1 }.prefix(3)
+        return "\(name): dictionary of \(keys.count) classes (values \(t.dtype.rawValue) \(t.shape) in class order, checksum \(checksum(t))); top: "
+            + top.map { "\(keys[$0]) \(v[$0])" }.joined(separator: ", ")
     }
 
     /// `--outputs a,b` / `all`.

@@ -149,7 +149,7 @@ final class CLITests: XCTestCase {
         let r = try run(["dump", model])
         XCTAssertEqual(r.status, 1)
         XCTAssertEqual(r.stdout, "")
-        XCTAssertEqual(r.stderr, "forge-ir: error: models-ir/not_mlprogram.mlmodel: model type 'neuralNetwork' is not supported: forge-ir reads ML Program (mlProgram) models only\n")
+        XCTAssertEqual(r.stderr, "forge-ir: error: models-ir/not_mlprogram.mlmodel: model type 'neuralNetwork' is not supported: forge-ir reads ML Program (mlProgram) models only; convert the source model again with coremltools' ct.convert(..., convert_to=\"mlprogram\")\n")
     }
 
     func testInvalidProgramIsOneLine() throws {

@@ -37,6 +37,27 @@ final class NPYTests: XCTestCase {
         }
     }
 
+    /// Strings (a classifier's label) as NumPy's `<U{n}`: the bytes `np.save` writes for
+    /// `np.array(['ab', 'c', 'é'])` and `np.array('class_8')`, decoded and re-encoded identically.
+    func testUnicodeStringsMatchNumpyBytes() throws {
+        func bytes(_ hex: String) -> Data {
+            var d = Data(), i = hex.startIndex
+            while i < hex.endIndex { let j = hex.index(i, offsetBy: 2); d.append(UInt8(hex[i..<j], radix: 16)!); i = j }
+            return d
+        }
+        let list = bytes("934e554d5059010076007b276465736372273a20273c5532272c2027666f727472616e5f6f72646572273a2046616c73652c20277368617065273a2028332c292c207d"
+                         + String(repeating: "20", count: 60) + "0a61000000620000006300000000000000e900000000000000")
+        let scalar = bytes("934e554d5059010076007b276465736372273a20273c5537272c2027666f727472616e5f6f72646572273a2046616c73652c20277368617065273a2028292c207d"
+                           + String(repeating: "20", count: 62) + "0a630000006c0000006100000073000000730000005f00000038000000")
+        for (data, want, shape) in [(list, ["ab", "c", "é"], [3]), (scalar, ["class_8"], [])] {
+            let t = try NPY.decode(data, name: "strings.npy")
+            guard case let .string(got) = t.data else { return XCTFail("not strings") }
+            XCTAssertEqual(got, want)
+            XCTAssertEqual(t.shape, shape)
+            XCTAssertEqual(try NPY.encode(t), data)
+        }
+    }
+
     func testRejectsGarbage() {
         XCTAssertThrowsError(try NPY.decode(Data([1, 2, 3]), name: "x"))
         XCTAssertThrowsError(try NPZ.read(path: "/nonexistent.npz"))

@@ -275,15 +275,9 @@ struct MILParser {
         let opContext = "\(context) op '\(opName)' (\(opType))"
         try expect("(", "to open the arguments of \(opType)")
         var inputs: [OpInput] = []
-        var params = Set<String>()
-        while !token.isPunct(")") {
-            if !inputs.isEmpty { try expect(",", "between the arguments of \(opType)") }
-            let (param, loc) = try name("an argument name")
-            guard params.insert(param).inserted else { throw error("argument '\(param)' of \(opType) given twice", at: loc) }
-            try expect("=", "after argument '\(param)'")
-            inputs.append(OpInput(name: param, operands: try operands(scope: scope, op: opType, param: param)))
+        try entries("argument", of: opType, between: "between the arguments of \(opType)", until: ")") { p, param in
+            inputs.append(OpInput(name: param, operands: try p.operands(scope: scope, op: opType, param: param)))
         }
-        try advance()
         let attrs = token.isPunct("[") ? try attributes(opContext) : []
         var blocks: [Block] = []
         while token.isPunct("(") {
@@ -338,18 +332,30 @@ struct MILParser {
         return .value(v)
     }
 
+    /// `name = …` entries separated by commas up to `close` (consumed), each name once: an op's
+    /// arguments `(x = a, y = b)` and attribute lists `[name = string("y")]`. `value` reads what
+    /// follows `=`.
+    /// - Throws: `MILTextError` naming the `noun` ('argument', 'attribute') given twice, or the
+    ///   token where a comma, name or `=` was expected.
+    mutating func entries(_ noun: String, of owner: String, between: String, until close: String,
+                          _ value: (inout MILParser, String) throws -> Void) throws {
+        var seen = Set<String>()
+        while !token.isPunct(close) {
+            if !seen.isEmpty { try expect(",", between) }
+            let (n, loc) = try name("an \(noun) name")
+            guard seen.insert(n).inserted else { throw error("\(noun) '\(n)' of \(owner) given twice", at: loc) }
+            try expect("=", "after \(noun) '\(n)'")
+            try value(&self, n)
+        }
+        try advance()
+    }
+
     mutating func attributes(_ context: String) throws -> [Attribute] {
         try expect("[", "")
         var attrs: [Attribute] = []
-        var seen = Set<String>()
-        while !token.isPunct("]") {
-            if !attrs.isEmpty { try expect(",", "between attributes of \(context)") }
-            let (n, loc) = try name("an attribute name")
-            guard seen.insert(n).inserted else { throw error("attribute '\(n)' of \(context) given twice", at: loc) }
-            try expect("=", "after attribute '\(n)'")
-            attrs.append(Attribute(name: n, value: try literal()))
+        try entries("attribute", of: context, between: "between attributes of \(context)", until: "]") { p, n in
+            attrs.append(Attribute(name: n, value: try p.literal()))
         }
-        try advance()
         return attrs
     }
 

@@ -14,7 +14,7 @@ extension OpDefs {
         }
         // Elementwise unary (MIL elementwise_unary): same type as x.
         for op in ["abs", "acos", "asin", "atan", "atanh", "ceil", "cos", "cosh", "erf", "exp", "exp2",
-                   "floor", "round", "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh", "acosh", "asinh"] {
+                   "floor", "round", "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh"] {
             b.add(OpSchema(op, [x(.numeric)]), rule: sameAsX)
         }
         b.add(OpSchema("logical_not", [x(.bool)]), rule: sameAsX)

@@ -69,7 +69,7 @@ extension OpDefs {
         b.add(OpSchema("scatter_nd", [req("data"), req("indices", .integer), req("updates"), opt("mode", .string), opt("validate_indices", .bool)])) { ctx in [.tensor(try ctx.tensor("data"))] }
     }
 
-    /// Ops that make or select index tensors: `range_1d`, `shape`, `select`, `fill`, `band_part`, `cumsum`, `topk`, `argsort`, `one_hot`, `non_zero`, `non_maximum_suppression`.
+    /// Ops that make or select index tensors: `range_1d`, `shape`, `select`, `fill`, `band_part`, `cumsum`, `topk`, `argsort`, `one_hot`, `non_zero`, `non_maximum_suppression`, `classify`.
     static func declareIndexProducers(_ b: inout OpTableBuilder) {
         b.add(OpSchema("range_1d", [req("end", .numeric), req("start", .numeric), req("step", .numeric)])) { ctx in
             let e = try ctx.tensor("end")
@@ -132,6 +132,10 @@ extension OpDefs {
         b.add(OpSchema("non_maximum_suppression", [req("boxes", .float), req("scores", .float), req("max_boxes", .integer),
                                                  opt("iou_threshold", .float), opt("score_threshold", .float), opt("per_class_suppression", .bool)]),
               declaredTypeOnly: "output count depends on the data")
+        // iOS15 `classify` (what coremltools' ClassifierConfig adds): the label of the largest
+        // probability and the label -> probability dictionary, the function's classifier outputs.
+        b.add(OpSchema("classify", [req("probabilities", .float), req("classes")]),
+              declaredTypeOnly: "a class label and a dictionary: the declared types are used")
     }
 
     /// `scatter` and `scatter_along_axis` take the same inputs.

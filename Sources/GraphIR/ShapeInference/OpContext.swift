@@ -1,4 +1,3 @@
-import GraphIR
 
 /// A rule cannot infer this op (an input it needs is unknown, or a case it does not evaluate):
 /// the declared types are used, their unknown dimensions become `?` (opaque), and with a

@@ -1,4 +1,3 @@
-import GraphIR
 
 /// A shape problem found at one op.
 public struct ShapeIssue: Sendable, CustomStringConvertible {

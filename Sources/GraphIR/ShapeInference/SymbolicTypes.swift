@@ -1,4 +1,3 @@
-import GraphIR
 
 /// A tensor type whose dimensions are ``DimExpr``s; `shape == nil` is an unknown rank.
 public struct SymTensor: Hashable, Sendable, CustomStringConvertible {

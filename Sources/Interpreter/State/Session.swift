@@ -43,8 +43,15 @@ public final class Session {
         Memory.releaseFreeMemory()
     }
 
-    /// Runs the function once; states are updated in place.
+    /// Runs the function once; states are updated in place. An image input (`ct.ImageType`)
+    /// also takes its pixels, uint8 [H, W, 3] RGB (see ``ImageInput``).
     public func predict(_ inputs: [String: Tensor]) throws -> [String: Tensor] {
-        try plan.run(inputs: inputs, states: states.buffers)
+        guard hasImageInputs else { return try plan.run(inputs: inputs, states: states.buffers) }
+        let converted = try ImageInput.convert(inputs, description: model.description.interface(of: function.name), function: function)
+        return try plan.run(inputs: converted, states: states.buffers)
+    }
+
+    private lazy var hasImageInputs: Bool = model.description.interface(of: function.name).inputs.contains {
+        if case .image = $0.kind { return true } else { return false }
     }
 }

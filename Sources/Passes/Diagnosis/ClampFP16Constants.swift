@@ -29,7 +29,7 @@ import Interpreter
 /// tensor<fp16, [1, 4]> masked = add(x = x_fp16, y = mask_fp16)
 /// ```
 /// Constants with more than 2^22 elements (weights) are not inspected.
-public struct ClampFP16Constants: FunctionPass {
+public struct ClampFP16Constants: OpRewritePass {
     public static let name = "clamp_fp16_constants"
     public static let summary = "Clamp constants beyond the fp16 range that reach fp16 ops (additive masks to -1e4, others to ±65504)."
     public init() {}
@@ -78,27 +78,23 @@ public struct ClampFP16Constants: FunctionPass {
         return false
     }
 
-    public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        let uses = UseMap(function)
-        var consts: [Op] = []
-        function.body.walk { if $0.type == "const" { consts.append($0) } }
-        for op in consts {
-            guard Self.outOfRange(op, uses: uses) != nil, let v = op.outputs.first, let c = op.attribute("val"),
-                  let t = c.type.tensorType, var tensor = try? ConstConversion.tensor(c),
-                  case var .float(values) = tensor.data else { continue }
-            let mask = Self.isAdditiveMask(v, uses: uses)
-            var n = 0
-            for i in values.indices where !values[i].isNaN && abs(Double(values[i])) > Self.fp16Max {
-                values[i] = values[i] < 0 ? Float(mask ? Self.maskValue : -Self.fp16Max) : Float(Self.fp16Max)
-                n += 1
-            }
-            tensor.data = .float(values)
-            guard n > 0, let clamped = ConstEncoding.constValue(tensor, type: t) else { continue }
-            op.attributes = op.attributes.map { $0.name == "val" ? Attribute(name: "val", value: clamped) : $0 }
-            result.count(mask ? "mask constants clamped" : "constants clamped")
-            result.count("values clamped", n)
+    public static func isAnchor(_ op: Op) -> Bool { op.type == "const" }
+
+    /// Reads `site.uses`: a clamp changes a constant's values, never who uses it.
+    public func rewrite(_ op: Op, in site: RewriteSite) {
+        guard Self.outOfRange(op, uses: site.uses) != nil, let v = op.outputs.first, let c = op.attribute("val"),
+              let t = c.type.tensorType, var tensor = try? ConstConversion.tensor(c),
+              case var .float(values) = tensor.data else { return }
+        let mask = Self.isAdditiveMask(v, uses: site.uses)
+        var n = 0
+        for i in values.indices where !values[i].isNaN && abs(Double(values[i])) > Self.fp16Max {
+            values[i] = values[i] < 0 ? Float(mask ? Self.maskValue : -Self.fp16Max) : Float(Self.fp16Max)
+            n += 1
         }
-        return result
+        tensor.data = .float(values)
+        guard n > 0, let clamped = ConstEncoding.constValue(tensor, type: t) else { return }
+        op.attributes = op.attributes.map { $0.name == "val" ? Attribute(name: "val", value: clamped) : $0 }
+        site.count(mask ? "mask constants clamped" : "constants clamped")
+        site.count("values clamped", n)
     }
 }

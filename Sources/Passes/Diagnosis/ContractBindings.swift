@@ -38,7 +38,46 @@ enum ContractBindings {
         return out
     }
 
-    /// Splits `bindings` into those to evaluate and those outside the contract.
+    /// Inputs a tokenizer makes with the shape of the token ids (Hugging Face's contract:
+    /// `attention_mask` and `token_type_ids` hold one entry per token of `input_ids`).
+    static let tokenAligned: Set<String> = ["attention_mask", "attentionMask", "token_type_ids", "tokenTypeIds"]
+    static let tokenIDs: Set<String> = ["input_ids", "inputIds"]
+
+    /// Pairs of symbols (token ids axis, aligned input's same axis) that a call always binds
+    /// equal: an exporters / sentence-transformers package gives `input_ids` and
+    /// `attention_mask` separate RangeDims, and the graph may well broadcast a mask of
+    /// another length into a shape error that no tokenizer output can reach.
+    static func alignedSymbols(_ inference: ShapeInference) -> [(ids: String, other: String, input: String)] {
+        var axisSymbol: [String: [Int: String]] = [:]
+        for c in inference.symbols { for m in c.members { axisSymbol[m.input, default: [:]][m.axis] = c.name } }
+        guard let ids = axisSymbol.first(where: { tokenIDs.contains($0.key) })?.value else { return [] }
+        var out: [(String, String, String)] = []
+        for (input, axes) in axisSymbol where tokenAligned.contains(input) {
+            for (axis, sym) in axes { if let s = ids[axis], s != sym { out.append((s, sym, input)) } }
+        }
+        return out
+    }
+
+    /// Splits `bindings` into those to evaluate and those outside the contract: a negative
+    /// state write offset, or a token-aligned input (``alignedSymbols(_:)``) of another length
+    /// than the token ids (evaluated instead with that input at the ids' length).
+    static func filter(_ bindings: [[String: Int]], offsets: [(op: String, offset: DimExpr)],
+                       aligned: [(ids: String, other: String, input: String)] = []) -> (keep: [[String: Int]], skipped: [SkippedBinding]) {
+        // A binding where they differ is evaluated with the aligned symbol set to the ids' size.
+        var merged: [[String: Int]] = []
+        var out: [SkippedBinding] = []
+        for b in bindings {
+            var m = b
+            for a in aligned { if let n = b[a.ids], b[a.other] != nil { m[a.other] = n } }
+            if m != b, let a = aligned.first(where: { b[$0.ids] != b[$0.other] }) {
+                out.append(SkippedBinding(binding: b, reason: "'\(a.input)' has one entry per token id, so \(a.other) = \(a.ids)"))
+            }
+            if !merged.contains(m) { merged.append(m) }
+        }
+        let (keep, skipped) = filter(merged, offsets: offsets)
+        return (keep, out + skipped)
+    }
+
     static func filter(_ bindings: [[String: Int]], offsets: [(op: String, offset: DimExpr)]) -> (keep: [[String: Int]], skipped: [SkippedBinding]) {
         // An offset negative at every binding is MIL's negative indexing (from the end), not a
         // count of cached tokens.

@@ -93,7 +93,8 @@ public enum Diagnoser {
         // Concrete runs.
         var results: [BindingResult] = []
         let (candidates, rejected) = bindingsToEvaluate(inference, seqSymbol: seqSymbol, seq: options.seq)
-        let (bindings, skipped) = ContractBindings.filter(candidates, offsets: ContractBindings.writeOffsets(f, inference))
+        let (bindings, skipped) = ContractBindings.filter(candidates, offsets: ContractBindings.writeOffsets(f, inference),
+                                                          aligned: ContractBindings.alignedSymbols(inference))
         for (b, why) in rejected {
             findings.append(Finding(.error, "binding_out_of_range", function: f.name, binding: b,
                                     message: why, fix: "Export with a wider RangeDim / more EnumeratedShapes, or use shorter queries."))

@@ -43,7 +43,7 @@ import Interpreter
 /// Only fp16 chains whose intermediates have no other user are rewritten (see `RMSNormIdiom`),
 /// and not twice: an `x` already divided by `reduce_max(abs(x))` is the safe form. An `rsqrt`'s
 /// own `epsilon` input is left as it is; the old eps constant is left for `dead_code_elimination`.
-public struct FP16SafeRMSNorm: FunctionPass {
+public struct FP16SafeRMSNorm: OpRewritePass {
     public static let name = "fp16_safe_rms_norm"
     public static let summary = "Make fp16 RMSNorms overflow-safe: divide x by its row max|x| before squaring (eps scaled to match)."
     public init() {}
@@ -51,63 +51,59 @@ public struct FP16SafeRMSNorm: FunctionPass {
     /// Smallest row scale (fp16's smallest normal), raised for large eps so that eps/m² stays finite.
     static func floor(eps: Double) -> Double { max(0x1p-14, eps.squareRoot() / 200) }
 
-    public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        var squares: [Op] = []
-        function.body.walk { if NumericChecks.isSquare($0) { squares.append($0) } }
-        var names = NameGenerator(function)
-        for op in squares {
-            let uses = UseMap(function)
-            guard let m = RMSNormIdiom.match(square: op, uses: uses), let block = op.parent,
-                  let xt = m.x.type.tensorType, let reducedType = m.mean.outputs.first?.type,
-                  let axesValue = m.mean.operand("axes").flatMap(\.constValue),
-                  let keepValue = m.mean.operand("keep_dims").flatMap(\.constValue) else { continue }
-            let base = op.name
-            var newOps: [Op] = []
-            func name(_ suffix: String) -> String { names.fresh("\(base)_\(suffix)") }
-            func scalar(_ suffix: String, _ v: Double) -> Value {
-                let c = Op.const(name(suffix), ConstEncoding.constValue(.scalar(Float(v), .fp16), type: TensorType(.fp16, []))!)
-                newOps.append(c)
-                return c.outputs[0]
-            }
-            func add(_ type: String, _ suffix: String, _ inputs: [OpInput], _ out: MILType) -> Value {
-                let n = name(suffix)
-                let o = Op(type: type, inputs: inputs, outputs: [Value(name: n, type: out)],
-                           attributes: [Attribute(name: "name", value: .string(n))])
-                newOps.append(o)
-                return o.outputs[0]
-            }
-            func v(_ n: String, _ x: Value) -> OpInput { OpInput(name: n, operands: [.value(x)]) }
-            // reduce_mean's axes / keep_dims constants may be defined after the square: copy them.
-            func constant(_ suffix: String, _ c: ConstValue) -> OpInput {
-                let op = Op.const(name(suffix), c)
-                newOps.append(op)
-                return OpInput(name: suffix, operands: [.value(op.outputs[0])])
-            }
-            let axes = constant("axes", axesValue), keep = constant("keep_dims", keepValue)
-            let floorValue = scalar("floor", Self.floor(eps: m.eps))
-            let absX = add("abs", "abs", [v("x", m.x)], .tensor(xt))
-            let absMax = add("reduce_max", "absmax", [v("x", absX), axes, keep], reducedType)
-            let scale = add("maximum", "scale", [v("x", absMax), v("y", floorValue)], reducedType)
-            let scaled = add("real_div", "scaled", [v("x", m.x), v("y", scale)], .tensor(xt))
-            var scaledEps: Value?
-            if let addEps = m.addEps, let epsInput = m.epsInput {
-                let sqrtEps = scalar("sqrt_eps", m.eps.squareRoot())
-                let root = add("real_div", "eps_root", [v("x", sqrtEps), v("y", scale)], reducedType)
-                scaledEps = add("mul", "eps", [v("x", root), v("y", root)], reducedType)
-                addEps.setInput(epsInput, .value(scaledEps!))
-            }
-            guard let at = block.index(of: op) else { continue }
-            for (i, n) in newOps.enumerated() { block.insert(n, at: at + i) }
-            // Square the scaled x; pow(x, 2) becomes mul(x, x).
-            if op.type == "pow" {
-                op.type = "mul"
-                op.setInput("y", .value(scaled))
-            }
-            op.replaceOperand(m.x, with: scaled)
-            m.apply.setInput(m.applyXInput, .value(scaled))
-            result.count("rms norms made fp16-safe")
+    public static func isAnchor(_ op: Op) -> Bool { NumericChecks.isSquare(op) }
+
+    /// Reads the uses afresh (an earlier rewrite changes them), not `site.uses`.
+    public func rewrite(_ op: Op, in site: RewriteSite) {
+        let uses = UseMap(site.function)
+        guard let m = RMSNormIdiom.match(square: op, uses: uses), let block = op.parent,
+              let xt = m.x.type.tensorType, let reducedType = m.mean.outputs.first?.type,
+              let axesValue = m.mean.operand("axes").flatMap(\.constValue),
+              let keepValue = m.mean.operand("keep_dims").flatMap(\.constValue) else { return }
+        let base = op.name
+        var newOps: [Op] = []
+        func name(_ suffix: String) -> String { site.make.names.fresh("\(base)_\(suffix)") }
+        func scalar(_ suffix: String, _ v: Double) -> Value {
+            let c = Op.const(name(suffix), ConstEncoding.constValue(.scalar(Float(v), .fp16), type: TensorType(.fp16, []))!)
+            newOps.append(c)
+            return c.outputs[0]
         }
-        return result
+        func add(_ type: String, _ suffix: String, _ inputs: [OpInput], _ out: MILType) -> Value {
+            let n = name(suffix)
+            let o = Op(type: type, inputs: inputs, outputs: [Value(name: n, type: out)],
+                       attributes: [Attribute(name: "name", value: .string(n))])
+            newOps.append(o)
+            return o.outputs[0]
+        }
+        func v(_ n: String, _ x: Value) -> OpInput { OpInput(name: n, operands: [.value(x)]) }
+        // reduce_mean's axes / keep_dims constants may be defined after the square: copy them.
+        func constant(_ suffix: String, _ c: ConstValue) -> OpInput {
+            let op = Op.const(name(suffix), c)
+            newOps.append(op)
+            return OpInput(name: suffix, operands: [.value(op.outputs[0])])
+        }
+        let axes = constant("axes", axesValue), keep = constant("keep_dims", keepValue)
+        let floorValue = scalar("floor", Self.floor(eps: m.eps))
+        let absX = add("abs", "abs", [v("x", m.x)], .tensor(xt))
+        let absMax = add("reduce_max", "absmax", [v("x", absX), axes, keep], reducedType)
+        let scale = add("maximum", "scale", [v("x", absMax), v("y", floorValue)], reducedType)
+        let scaled = add("real_div", "scaled", [v("x", m.x), v("y", scale)], .tensor(xt))
+        var scaledEps: Value?
+        if let addEps = m.addEps, let epsInput = m.epsInput {
+            let sqrtEps = scalar("sqrt_eps", m.eps.squareRoot())
+            let root = add("real_div", "eps_root", [v("x", sqrtEps), v("y", scale)], reducedType)
+            scaledEps = add("mul", "eps", [v("x", root), v("y", root)], reducedType)
+            addEps.setInput(epsInput, .value(scaledEps!))
+        }
+        guard let at = block.index(of: op) else { return }
+        for (i, n) in newOps.enumerated() { block.insert(n, at: at + i) }
+        // Square the scaled x; pow(x, 2) becomes mul(x, x).
+        if op.type == "pow" {
+            op.type = "mul"
+            op.setInput("y", .value(scaled))
+        }
+        op.replaceOperand(m.x, with: scaled)
+        m.apply.setInput(m.applyXInput, .value(scaled))
+        site.count("rms norms made fp16-safe")
     }
 }

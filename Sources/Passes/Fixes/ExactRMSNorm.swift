@@ -46,32 +46,28 @@ struct CoremltoolsRMSNorm {
 ///          e2 = real_div(x = e1, y = m)
 ///          v  = add(x = ms, y = e2)
 /// ```
-public struct ExactRMSNorm: FunctionPass {
+public struct ExactRMSNorm: OpRewritePass {
     public static let name = "exact_rms_norm"
     public static let summary = "Make coremltools' rms_norm lowering exact: add eps/max^2, not eps, to the max-scaled mean (#2821)."
     public init() {}
 
-    public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        var adds: [Op] = []
-        function.body.walk { if $0.type == "add" { adds.append($0) } }
-        let uses = UseMap(function)
-        var make = OpMaker(function)
-        for op in adds {
-            guard let m = CoremltoolsRMSNorm.match(addEps: op, uses: uses), let mt = m.scale.type.tensorType,
-                  let epsOperand = op.operand(m.epsInput) else { continue }
-            // eps in the scale's dtype (a scalar const).
-            let epsValue: Value
-            if case let .value(v) = epsOperand, v.type.tensorType?.dtype == mt.dtype { epsValue = v } else {
-                guard let c = ConstEncoding.constValue(.scalar(Float(m.eps), mt.dtype), type: TensorType(mt.dtype, [])) else { continue }
-                epsValue = make.const("\(op.name)_eps", c)
-            }
-            let e1 = make.op("real_div", "\(op.name)_eps_over_max", [("x", epsValue), ("y", m.scale)], .tensor(mt))
-            let e2 = make.op("real_div", "\(op.name)_eps_over_max2", [("x", e1), ("y", m.scale)], .tensor(mt))
-            make.flush(before: op)
-            op.setInput(m.epsInput, .value(e2))
-            result.count("rms norms made exact")
+    public static func isAnchor(_ op: Op) -> Bool { op.type == "add" }
+
+    /// Reads `site.uses` (the program before the sweep): the pattern's values are not touched by
+    /// an earlier rewrite, which only changes another add's eps input.
+    public func rewrite(_ op: Op, in site: RewriteSite) {
+        guard let m = CoremltoolsRMSNorm.match(addEps: op, uses: site.uses), let mt = m.scale.type.tensorType,
+              let epsOperand = op.operand(m.epsInput) else { return }
+        // eps in the scale's dtype (a scalar const).
+        let epsValue: Value
+        if case let .value(v) = epsOperand, v.type.tensorType?.dtype == mt.dtype { epsValue = v } else {
+            guard let c = ConstEncoding.constValue(.scalar(Float(m.eps), mt.dtype), type: TensorType(mt.dtype, [])) else { return }
+            epsValue = site.make.const("\(op.name)_eps", c)
         }
-        return result
+        let e1 = site.make.op("real_div", "\(op.name)_eps_over_max", [("x", epsValue), ("y", m.scale)], .tensor(mt))
+        let e2 = site.make.op("real_div", "\(op.name)_eps_over_max2", [("x", e1), ("y", m.scale)], .tensor(mt))
+        site.make.flush(before: op)
+        op.setInput(m.epsInput, .value(e2))
+        site.count("rms norms made exact")
     }
 }

@@ -13,37 +13,31 @@ import GraphIR
 ///   tensor<fp16, [1, 1]> lse = reduce_log_sum_exp(x = z, axes = [-1], keep_dims = true)
 ///   tensor<fp16, [1, 8]> lp = sub(x = z, y = lse)
 /// ```
-public struct LogSoftmaxStable: FunctionPass {
+public struct LogSoftmaxStable: OpRewritePass {
     public static let name = "log_softmax_stable"
     public static let summary = "Rewrite log(softmax(x)) as x - reduce_log_sum_exp(x) (fp16 -inf, #2728)."
     public init() {}
 
-    public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        var logs: [Op] = []
-        function.body.walk { if $0.type == "log" { logs.append($0) } }
-        var make = OpMaker(function)
-        for op in logs {
-            guard let p = op.operand("x")?.value, let sm = p.producer, sm.type == "softmax",
-                  let z = sm.operand("x")?.value, let zt = z.type.tensorType, let out = op.outputs.first else { continue }
-            let axis = sm.operand("axis")?.constValue?.ints()?.first ?? -1
-            var reduced = zt
-            if let r = zt.rank as Int?, r > 0 {
-                let a = axis < 0 ? axis + r : axis
-                guard a >= 0, a < r else { continue }
-                var s = zt.shape
-                s[a] = .fixed(1)
-                reduced = TensorType(zt.dtype, s)
-            }
-            let axes = make.ints("\(op.name)_axes", [Int32(axis)])
-            let keep = make.const("\(op.name)_keep_dims", .bool(true))
-            let lse = make.op("reduce_log_sum_exp", "\(op.name)_lse", [("x", z), ("axes", axes), ("keep_dims", keep)], .tensor(reduced))
-            make.flush(before: op)
-            op.type = "sub"
-            op.inputs = [OpInput(name: "x", operands: [.value(z)]), OpInput(name: "y", operands: [.value(lse)])]
-            _ = out
-            result.count("log(softmax) rewritten")
+    public static func isAnchor(_ op: Op) -> Bool { op.type == "log" }
+
+    public func rewrite(_ op: Op, in site: RewriteSite) {
+        guard let p = op.operand("x")?.value, let sm = p.producer, sm.type == "softmax",
+              let z = sm.operand("x")?.value, let zt = z.type.tensorType, !op.outputs.isEmpty else { return }
+        let axis = sm.operand("axis")?.constValue?.ints()?.first ?? -1
+        var reduced = zt
+        if let r = zt.rank as Int?, r > 0 {
+            let a = axis < 0 ? axis + r : axis
+            guard a >= 0, a < r else { return }
+            var s = zt.shape
+            s[a] = .fixed(1)
+            reduced = TensorType(zt.dtype, s)
         }
-        return result
+        let axes = site.make.ints("\(op.name)_axes", [Int32(axis)])
+        let keep = site.make.const("\(op.name)_keep_dims", .bool(true))
+        let lse = site.make.op("reduce_log_sum_exp", "\(op.name)_lse", [("x", z), ("axes", axes), ("keep_dims", keep)], .tensor(reduced))
+        site.make.flush(before: op)
+        op.type = "sub"
+        op.inputs = [OpInput(name: "x", operands: [.value(z)]), OpInput(name: "y", operands: [.value(lse)])]
+        site.count("log(softmax) rewritten")
     }
 }

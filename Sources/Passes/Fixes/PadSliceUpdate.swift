@@ -13,59 +13,54 @@ import Interpreter
 ///          e4 = concat(values = ([1, 2, p1], [8]), axis = 0)
 ///          y = slice_update(x = k, update = u, begin = b4, end = e4, end_mask = [false, false, false, true])
 /// ```
-public struct PadSliceUpdate: FunctionPass {
+public struct PadSliceUpdate: OpRewritePass {
     public static let name = "pad_slice_update"
     public static let summary = "Pad slice_update begin/end/stride/masks with fewer entries than the rank (coreai-models#275)."
     public init() {}
 
-    public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        var ops: [Op] = []
-        function.body.walk { if $0.type == "slice_update" { ops.append($0) } }
-        var make = OpMaker(function)
-        for op in ops {
-            guard let xt = op.operand("x")?.type.tensorType, let r = xt.rank as Int?,
-                  let begin = op.operand("begin")?.value, let end = op.operand("end")?.value,
-                  let nb = begin.type.tensorType?.shape.first?.fixedValue, let ne = end.type.tensorType?.shape.first?.fixedValue,
-                  nb == ne, nb < r, nb > 0 else { continue }
-            let missing = r - nb
-            let dims = xt.shape.suffix(missing).map { Int32($0.fixedValue ?? 0) }
-            func padded(_ v: Value, _ tail: [Int32], _ base: String) -> Value {
-                if let c = Operand.value(v).constValue, let ints = c.ints() {
-                    return make.ints(base, ints.map { Int32($0) } + tail)
-                }
-                let t = make.ints("\(base)_tail", tail)
-                let axis = make.const("\(base)_axis", .int32(0))
-                let inter = make.const("\(base)_interleave", .bool(false))
-                let n = make.names.fresh(base)
-                let o = Op(type: "concat", inputs: [OpInput(name: "values", operands: [.value(v), .value(t)]),
-                                                    OpInput(name: "axis", operands: [.value(axis)]),
-                                                    OpInput(name: "interleave", operands: [.value(inter)])],
-                           outputs: [Value(name: n, type: .tensor(.int32, [r]))], attributes: [Attribute(name: "name", value: .string(n))])
-                make.made.append(o)
-                return o.outputs[0]
+    public static func isAnchor(_ op: Op) -> Bool { op.type == "slice_update" }
+
+    public func rewrite(_ op: Op, in site: RewriteSite) {
+        guard let xt = op.operand("x")?.type.tensorType, let r = xt.rank as Int?,
+              let begin = op.operand("begin")?.value, let end = op.operand("end")?.value,
+              let nb = begin.type.tensorType?.shape.first?.fixedValue, let ne = end.type.tensorType?.shape.first?.fixedValue,
+              nb == ne, nb < r, nb > 0 else { return }
+        let missing = r - nb
+        let dims = xt.shape.suffix(missing).map { Int32($0.fixedValue ?? 0) }
+        func padded(_ v: Value, _ tail: [Int32], _ base: String) -> Value {
+            if let c = Operand.value(v).constValue, let ints = c.ints() {
+                return site.make.ints(base, ints.map { Int32($0) } + tail)
             }
-            let newBegin = padded(begin, Array(repeating: 0, count: missing), "\(op.name)_begin")
-            let newEnd = padded(end, dims, "\(op.name)_end")
-            op.setInput("begin", .value(newBegin))
-            op.setInput("end", .value(newEnd))
-            func padBools(_ name: String, _ fill: Bool) {
-                guard let o = op.operand(name) else {
-                    if name == "end_mask" { op.setInput(name, .value(make.bools("\(op.name)_\(name)", Array(repeating: false, count: nb) + Array(repeating: true, count: missing)))) }
-                    return
-                }
-                let old = o.constValue?.doubles()?.map { $0 != 0 } ?? Array(repeating: false, count: nb)
-                op.setInput(name, .value(make.bools("\(op.name)_\(name)", Array(old.prefix(nb)) + Array(repeating: fill, count: missing))))
-            }
-            padBools("begin_mask", false)
-            padBools("end_mask", true)
-            padBools("squeeze_mask", false)
-            if let s = op.operand("stride"), let old = s.constValue?.ints() {
-                op.setInput("stride", .value(make.ints("\(op.name)_stride", old.prefix(nb).map { Int32($0) } + Array(repeating: 1, count: missing))))
-            }
-            make.flush(before: op)
-            result.count("slice_update bounds padded")
+            let t = site.make.ints("\(base)_tail", tail)
+            let axis = site.make.const("\(base)_axis", .int32(0))
+            let inter = site.make.const("\(base)_interleave", .bool(false))
+            let n = site.make.names.fresh(base)
+            let o = Op(type: "concat", inputs: [OpInput(name: "values", operands: [.value(v), .value(t)]),
+                                                OpInput(name: "axis", operands: [.value(axis)]),
+                                                OpInput(name: "interleave", operands: [.value(inter)])],
+                       outputs: [Value(name: n, type: .tensor(.int32, [r]))], attributes: [Attribute(name: "name", value: .string(n))])
+            site.make.made.append(o)
+            return o.outputs[0]
         }
-        return result
+        let newBegin = padded(begin, Array(repeating: 0, count: missing), "\(op.name)_begin")
+        let newEnd = padded(end, dims, "\(op.name)_end")
+        op.setInput("begin", .value(newBegin))
+        op.setInput("end", .value(newEnd))
+        func padBools(_ name: String, _ fill: Bool) {
+            guard let o = op.operand(name) else {
+                if name == "end_mask" { op.setInput(name, .value(site.make.bools("\(op.name)_\(name)", Array(repeating: false, count: nb) + Array(repeating: true, count: missing)))) }
+                return
+            }
+            let old = o.constValue?.doubles()?.map { $0 != 0 } ?? Array(repeating: false, count: nb)
+            op.setInput(name, .value(site.make.bools("\(op.name)_\(name)", Array(old.prefix(nb)) + Array(repeating: fill, count: missing))))
+        }
+        padBools("begin_mask", false)
+        padBools("end_mask", true)
+        padBools("squeeze_mask", false)
+        if let s = op.operand("stride"), let old = s.constValue?.ints() {
+            op.setInput("stride", .value(site.make.ints("\(op.name)_stride", old.prefix(nb).map { Int32($0) } + Array(repeating: 1, count: missing))))
+        }
+        site.make.flush(before: op)
+        site.count("slice_update bounds padded")
     }
 }

@@ -49,38 +49,35 @@ enum Rank0ExpandDims {
 ///   tensor<int32, [1]> end_1d = add(x = off_1d, y = [1])
 ///   tensor<int32, [4]> idx = stack(values = (z, z, end, z), axis = 0)
 /// ```
-public struct SplitRank0ExpandDims: FunctionPass {
+public struct SplitRank0ExpandDims: OpRewritePass {
     public static let name = "split_rank0_expand_dims"
     public static let summary = "Compute the expand_dims user of a rank-0 binary op in rank 1 (coremltools' rank0_expand_dims_swap crash)."
     public init() {}
 
-    public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        var ops: [Op] = []
-        function.body.walk { ops.append($0) }
-        var make = OpMaker(function)
-        for op in ops {
-            let uses = UseMap(function)
-            guard Rank0ExpandDims.isTrigger(op, uses: uses), let out = op.outputs.first, let dt = out.type.tensorType?.dtype,
-                  let e = Rank0ExpandDims.expandUsers(op, uses: uses).first, let eOut = e.outputs.first else { continue }
-            var inputs: [(String, Value)] = []
-            for name in ["x", "y"] {
-                guard let o = op.operand(name) else { continue }
-                if let c = o.constValue {
-                    guard let t = try? ConstConversion.tensor(c), let one = ConstEncoding.constValue(Tensor(dtype: t.dtype, shape: [1], data: t.data), type: TensorType(t.dtype, fixed: [1])) else { continue }
-                    inputs.append((name, make.const("\(op.name)_\(name)_1d", one)))
-                } else if let v = o.value, let vt = v.type.tensorType {
-                    let axes = make.ints("\(op.name)_\(name)_axes", [0])
-                    inputs.append((name, make.op("expand_dims", "\(op.name)_\(name)_1d", [("x", v), ("axes", axes)], .tensor(TensorType(vt.dtype, [.fixed(1)])))))
-                }
+    public static func isAnchor(_ op: Op) -> Bool { Rank0ExpandDims.binaryOps.contains(op.type) }
+
+    /// Reads the uses afresh (an earlier split changes them), not `site.uses`.
+    public func rewrite(_ op: Op, in site: RewriteSite) {
+        let function = site.function
+        let uses = UseMap(function)
+        guard Rank0ExpandDims.isTrigger(op, uses: uses), let out = op.outputs.first, let dt = out.type.tensorType?.dtype,
+              let e = Rank0ExpandDims.expandUsers(op, uses: uses).first, let eOut = e.outputs.first else { return }
+        var inputs: [(String, Value)] = []
+        for name in ["x", "y"] {
+            guard let o = op.operand(name) else { continue }
+            if let c = o.constValue {
+                guard let t = try? ConstConversion.tensor(c), let one = ConstEncoding.constValue(Tensor(dtype: t.dtype, shape: [1], data: t.data), type: TensorType(t.dtype, fixed: [1])) else { continue }
+                inputs.append((name, site.make.const("\(op.name)_\(name)_1d", one)))
+            } else if let v = o.value, let vt = v.type.tensorType {
+                let axes = site.make.ints("\(op.name)_\(name)_axes", [0])
+                inputs.append((name, site.make.op("expand_dims", "\(op.name)_\(name)_1d", [("x", v), ("axes", axes)], .tensor(TensorType(vt.dtype, [.fixed(1)])))))
             }
-            guard inputs.count == 2 else { make.made = []; continue }
-            let rank1 = make.op(op.type, "\(eOut.name)_rank1", inputs, .tensor(TensorType(dt, [.fixed(1)])))
-            make.flush(before: e)
-            function.body.replaceAllUses(of: eOut, with: rank1)
-            e.parent?.removeOps { $0 === e }
-            result.count("rank-0 expand_dims users split")
         }
-        return result
+        guard inputs.count == 2 else { site.make.made = []; return }
+        let rank1 = site.make.op(op.type, "\(eOut.name)_rank1", inputs, .tensor(TensorType(dt, [.fixed(1)])))
+        site.make.flush(before: e)
+        function.body.replaceAllUses(of: eOut, with: rank1)
+        e.parent?.removeOps { $0 === e }
+        site.count("rank-0 expand_dims users split")
     }
 }

@@ -13,24 +13,20 @@ import GraphIR
 ///   tensor<fp16, [1, ?, 64]> h = gather(x = table, indices = input_ids, axis = 0)
 /// ```
 /// Casts whose table fits the narrow type (coremltools' own `add_int16_cast` form) are kept.
-public struct WidenGatherIndex: FunctionPass {
+public struct WidenGatherIndex: OpRewritePass {
     public static let name = "widen_gather_index"
     public static let summary = "Drop an int16/int8 cast of gather indices when the table has more rows than the narrow type holds (#2222)."
     public init() {}
 
-    public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        var gathers: [Op] = []
-        function.body.walk { if $0.type == "gather" { gathers.append($0) } }
-        for g in gathers {
-            guard let ind = g.operand("indices")?.value, let cast = ind.producer, cast.type == "cast",
-                  let dtName = cast.operand("dtype")?.constValue?.stringValue,
-                  let dt = DType(rawValue: dtName), let limit = PatternChecks.narrow[dt],
-                  let x = cast.operand("x")?.value, let xt = x.type.tensorType, xt.dtype == .int32,
-                  let rows = PatternChecks.tableRows(g), rows > limit + 1 else { continue }
-            g.setInput("indices", .value(x))
-            result.count("gather index casts removed")
-        }
-        return result
+    public static func isAnchor(_ op: Op) -> Bool { op.type == "gather" }
+
+    public func rewrite(_ g: Op, in site: RewriteSite) {
+        guard let ind = g.operand("indices")?.value, let cast = ind.producer, cast.type == "cast",
+              let dtName = cast.operand("dtype")?.constValue?.stringValue,
+              let dt = DType(rawValue: dtName), let limit = PatternChecks.narrow[dt],
+              let x = cast.operand("x")?.value, let xt = x.type.tensorType, xt.dtype == .int32,
+              let rows = PatternChecks.tableRows(g), rows > limit + 1 else { return }
+        g.setInput("indices", .value(x))
+        site.count("gather index casts removed")
     }
 }

@@ -23,20 +23,9 @@ enum JinjaBuiltins {
         return nil
     }
 
+    /// Python's `str.split(sep, maxsplit)` for a non-empty `sep`, comparing Unicode scalars.
     static func split(_ s: String, _ sep: String, maxSplit: Int = -1) -> [String] {
-        let a = scalars(s), b = scalars(sep)
-        var out: [String] = [], start = 0, i = 0
-        while i + b.count <= a.count, maxSplit < 0 || out.count < maxSplit {
-            if a[i..<(i + b.count)].elementsEqual(b) {
-                out.append(string(a[start..<i]))
-                i += b.count
-                start = i
-            } else {
-                i += 1
-            }
-        }
-        out.append(string(a[start...]))
-        return out
+        s.splitScalars(sep, maxSplits: maxSplit)
     }
 
     /// Python's `str.split()` without a separator: runs of whitespace, no empty strings.

@@ -240,13 +240,10 @@ struct JinjaParser {
         let name = try expectName()
         var params: [(String, JinjaExpr?)] = []
         try expect(op: "(")
-        while !isOp(")") {
-            if !params.isEmpty { try expect(op: ",") }
-            if isOp(")") { break }
-            let p = try expectName()
-            params.append((p, skip(op: "=") ? try parseExpression() : nil))
+        try commaSeparated(until: ")") { parser in
+            let p = try parser.expectName()
+            params.append((p, parser.skip(op: "=") ? try parser.parseExpression() : nil))
         }
-        try expect(op: ")")
         try expectBlockEnd()
         let body = try parseBlock(ending: "endmacro", opened: "macro", line: line)
         return .macro(name: name, parameters: params, body: body, line: line)
@@ -279,24 +276,46 @@ struct JinjaParser {
         return expr
     }
 
-    private mutating func parseOr() throws -> JinjaExpr {
-        var left = try parseAnd()
-        while isName("or") {
+    /// One left-associative binary level (Jinja's parser: `or`, `and`, `+ -`, `~`, `* / // %`,
+    /// `**`): operands from `next`, joined while `op` names an operator at the current token.
+    private mutating func leftAssociative(_ next: (inout Self) throws -> JinjaExpr,
+                                          _ op: (Self) -> String?) throws -> JinjaExpr {
+        var left = try next(&self)
+        while let o = op(self) {
             let line = current.line
             advance()
-            left = .binary("or", left, try parseAnd(), line: line)
+            left = .binary(o, left, try next(&self), line: line)
         }
         return left
     }
 
-    private mutating func parseAnd() throws -> JinjaExpr {
-        var left = try parseNot()
-        while isName("and") {
-            let line = current.line
-            advance()
-            left = .binary("and", left, try parseNot(), line: line)
+    /// Items separated by commas, a trailing comma allowed, up to the operator `close`, which is
+    /// consumed: `item` parses one (lists, dicts, macro parameters, call arguments).
+    private mutating func commaSeparated(until close: String, _ item: (inout Self) throws -> Void) throws {
+        var first = true
+        while !isOp(close) {
+            if !first {
+                try expect(op: ",")
+                if isOp(close) { break }
+            }
+            first = false
+            try item(&self)
         }
-        return left
+        try expect(op: close)
+    }
+
+    /// The current token's operator when it is one of `ops`.
+    private func op(in ops: Set<String>) -> String? {
+        if case let .op(o) = current.kind, ops.contains(o) { return o }
+        return nil
+    }
+
+    private mutating func parseOr() throws -> JinjaExpr {
+        try leftAssociative({ try $0.parseAnd() }, { $0.isName("or") ? "or" : nil })
+    }
+
+    private mutating func parseAnd() throws -> JinjaExpr {
+        try leftAssociative({ try $0.parseNot() }, { $0.isName("and") ? "and" : nil })
     }
 
     private mutating func parseNot() throws -> JinjaExpr {
@@ -310,18 +329,18 @@ struct JinjaParser {
 
     private mutating func parseCompare() throws -> JinjaExpr {
         let line = current.line
-        let first = try parseMath1()
+        let first = try parseArithmetic()
         var ops: [(String, JinjaExpr)] = []
         while true {
             if case let .op(o) = current.kind, ["==", "!=", "<", "<=", ">", ">="].contains(o) {
                 advance()
-                ops.append((o, try parseMath1()))
+                ops.append((o, try parseArithmetic()))
             } else if isName("in") {
                 advance()
-                ops.append(("in", try parseMath1()))
+                ops.append(("in", try parseArithmetic()))
             } else if isName("not"), peek().kind == .name("in") {
                 advance(); advance()
-                ops.append(("notin", try parseMath1()))
+                ops.append(("notin", try parseArithmetic()))
             } else {
                 break
             }
@@ -329,46 +348,14 @@ struct JinjaParser {
         return ops.isEmpty ? first : .compare(first, ops, line: line)
     }
 
-    private mutating func parseMath1() throws -> JinjaExpr {
-        var left = try parseConcat()
-        while isOp("+") || isOp("-") {
-            guard case let .op(o) = current.kind else { break }
-            let line = current.line
-            advance()
-            left = .binary(o, left, try parseConcat(), line: line)
-        }
-        return left
-    }
+    /// Jinja's arithmetic levels below the comparisons, loosest first: `+ -`, `~`, `* / // %`,
+    /// `**` (each left-associative; below the last come unary operators and filters).
+    private static let arithmeticLevels: [Set<String>] = [["+", "-"], ["~"], ["*", "/", "//", "%"], ["**"]]
 
-    private mutating func parseConcat() throws -> JinjaExpr {
-        var left = try parseMath2()
-        while isOp("~") {
-            let line = current.line
-            advance()
-            left = .binary("~", left, try parseMath2(), line: line)
-        }
-        return left
-    }
-
-    private mutating func parseMath2() throws -> JinjaExpr {
-        var left = try parsePow()
-        while true {
-            guard case let .op(o) = current.kind, ["*", "/", "//", "%"].contains(o) else { break }
-            let line = current.line
-            advance()
-            left = .binary(o, left, try parsePow(), line: line)
-        }
-        return left
-    }
-
-    private mutating func parsePow() throws -> JinjaExpr {
-        var left = try parseUnary()
-        while isOp("**") {
-            let line = current.line
-            advance()
-            left = .binary("**", left, try parseUnary(), line: line)
-        }
-        return left
+    /// The expression at arithmetic level `level` (0: a comparison's operand).
+    private mutating func parseArithmetic(_ level: Int = 0) throws -> JinjaExpr {
+        guard level < Self.arithmeticLevels.count else { return try parseUnary() }
+        return try leftAssociative({ try $0.parseArithmetic(level + 1) }, { $0.op(in: Self.arithmeticLevels[level]) })
     }
 
     private mutating func parseUnary(withFilter: Bool = true) throws -> JinjaExpr {
@@ -424,24 +411,16 @@ struct JinjaParser {
         case .op("["):
             advance()
             var items: [JinjaExpr] = []
-            while !isOp("]") {
-                if !items.isEmpty { try expect(op: ",") }
-                if isOp("]") { break }
-                items.append(try parseExpression())
-            }
-            try expect(op: "]")
+            try commaSeparated(until: "]") { items.append(try $0.parseExpression()) }
             return .list(items)
         case .op("{"):
             advance()
             var pairs: [(JinjaExpr, JinjaExpr)] = []
-            while !isOp("}") {
-                if !pairs.isEmpty { try expect(op: ",") }
-                if isOp("}") { break }
-                let k = try parseExpression()
-                try expect(op: ":")
-                pairs.append((k, try parseExpression()))
+            try commaSeparated(until: "}") { parser in
+                let k = try parser.parseExpression()
+                try parser.expect(op: ":")
+                pairs.append((k, try parser.parseExpression()))
             }
-            try expect(op: "}")
             return .dict(pairs, line: t.line)
         default:
             throw fail("unexpected \(describe(t))")
@@ -504,21 +483,16 @@ struct JinjaParser {
         try expect(op: "(")
         var args: [JinjaExpr] = []
         var kwargs: [(String, JinjaExpr)] = []
-        while !isOp(")") {
-            if !args.isEmpty || !kwargs.isEmpty {
-                try expect(op: ",")
-                if isOp(")") { break }
-            }
-            if isOp("*") || isOp("**") { throw fail("*args and **kwargs in calls are not supported") }
-            if case let .name(n) = current.kind, peek().kind == .op("=") {
-                advance(); advance()
-                kwargs.append((n, try parseExpression()))
+        try commaSeparated(until: ")") { parser in
+            if parser.isOp("*") || parser.isOp("**") { throw parser.fail("*args and **kwargs in calls are not supported") }
+            if case let .name(n) = parser.current.kind, parser.peek().kind == .op("=") {
+                parser.advance(); parser.advance()
+                kwargs.append((n, try parser.parseExpression()))
             } else {
-                guard kwargs.isEmpty else { throw fail("positional argument after keyword argument") }
-                args.append(try parseExpression())
+                guard kwargs.isEmpty else { throw parser.fail("positional argument after keyword argument") }
+                args.append(try parser.parseExpression())
             }
         }
-        try expect(op: ")")
         return (args, kwargs)
     }
 
