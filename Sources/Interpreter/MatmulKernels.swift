@@ -56,7 +56,7 @@ enum MatmulKernels {
                     try out.withUnsafeMutableBufferPointer { op in
                         if let q = quantized {
                             try QuantizedGEMM.nt(m: m, a: xp, lda: k, weight: q, c: op.baseAddress!, ldc: n, bias: bp,
-                                                 int8Activations: inv.int8Activations)
+                                                 activations: inv.activations)
                         } else {
                             let w = try weight.dense().floats
                             withBase(w) { wp in
@@ -139,7 +139,7 @@ enum MatmulKernels {
         try withBase(xs) { xp in
             try out.withUnsafeMutableBufferPointer { op in
                 if let q = yQuant {
-                    try quantizedMatmul(xp, q, g, op.baseAddress!, int8Activations: inv.int8Activations)
+                    try quantizedMatmul(xp, q, g, op.baseAddress!, activations: inv.activations)
                 } else {
                     withBase(yDense!.floats) { yp in floatMatmul(xp, yp, g, op.baseAddress!) }
                 }
@@ -216,10 +216,10 @@ enum MatmulKernels {
 
     /// A rank-2 quantized weight: no y batch; the x matrices stacked as rows against it.
     static func quantizedMatmul(_ xp: UnsafePointer<Float>, _ q: QuantizedTensor, _ g: MatmulGeometry,
-                                _ cp: UnsafeMutablePointer<Float>, int8Activations: Bool) throws {
+                                _ cp: UnsafeMutablePointer<Float>, activations: ActivationQuantization) throws {
         let rows = g.batch.count * g.m
         if g.yNT {
-            try QuantizedGEMM.nt(m: rows, a: xp, lda: g.k, weight: q, c: cp, ldc: g.n, int8Activations: int8Activations)
+            try QuantizedGEMM.nt(m: rows, a: xp, lda: g.k, weight: q, c: cp, ldc: g.n, activations: activations)
         } else {
             try QuantizedGEMM.nn(m: rows, a: xp, lda: g.k, weight: q, c: cp, ldc: g.n)
         }

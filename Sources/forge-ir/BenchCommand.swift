@@ -11,7 +11,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `forge-ir bench MODEL [-p 128] [-n 128] [-d 0] [-r 3] [--precision fp32|fp16] [--int8-activations]
+/// `forge-ir bench MODEL [-p 128] [-n 128] [-d 0] [-r 3] [--precision fp32|fp16] [--activations fp32|int16|int8]
 /// [--json | --markdown]`
 ///
 /// Like llama-bench: one warm-up, then `-r` repetitions of (fresh states → timed prefill of P
@@ -65,7 +65,7 @@ enum BenchCommand: Command {
         let path: String
         let p: Int, n: Int, depth: Int, reps: Int
         let precision: Precision
-        let int8Activations: Bool
+        let activations: ActivationQuantization
         let json: Bool, markdown: Bool
 
         init(_ args: ParsedArguments) throws {
@@ -76,7 +76,7 @@ enum BenchCommand: Command {
             reps = args.int("r", default: 3)
             guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0") }
             precision = args.precision
-            int8Activations = args.flag("int8-activations")
+            activations = try args.activations()
             json = args.flag("json")
             markdown = args.flag("markdown")
             guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown") }
@@ -222,7 +222,8 @@ enum BenchCommand: Command {
             "n_prompt": .int(cfg.p),
             "n_gen": .int(cfg.n),
             "n_depth": .int(cfg.depth),
-            "int8_activations": .bool(cfg.int8Activations),
+            "int8_activations": .bool(cfg.activations == .int8),
+            "activations": .string(cfg.activations.rawValue),
             "simd_level": .int(KernelISA.level),
             "kernel_isa": .object(KernelISA.report().mapValues { .string($0) }),
             "repetitions": .int(cfg.reps),
@@ -252,7 +253,7 @@ enum BenchCommand: Command {
         let rightAligned: Set<Int> = [1, 2, 4, 5, 6]
         var rows: [[String]] = []
         let common = [modelName(cfg.path), String(format: "%.2f MiB", Double(res.size) / 1_048_576), humanCount(res.params),
-                      "CPU \(cfg.precision.rawValue)\(cfg.int8Activations ? " int8-act" : "")", String(GEMM.cores)]
+                      "CPU \(cfg.precision.rawValue)\(cfg.activations == .exact ? "" : " \(cfg.activations.rawValue)-act")", String(GEMM.cores)]
         let at = cfg.depth > 0 ? " @ d\(cfg.depth)" : ""
         if cfg.p > 0 { rows.append(common + ["pp\(cfg.p)\(at)", String(format: "%.2f ± %.2f", res.pp.mean, res.pp.sd)]) }
         if cfg.n > 0 { rows.append(common + ["tg\(cfg.n)\(at)", String(format: "%.2f ± %.2f", res.tg.mean, res.tg.sd)]) }

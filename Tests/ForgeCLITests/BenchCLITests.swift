@@ -56,6 +56,24 @@ extension CLITests {
         XCTAssertEqual(number("decode_bound_working_set_tok_s") ?? 0, ws / perToken, accuracy: 1e-6 * ws / perToken)
     }
 
+    /// `--activations int16` runs (and says so in the JSON, with the ISA of its route);
+    /// `--int8-activations` is `--activations int8`, and contradicting it is a usage error.
+    func testBenchActivationModes() throws {
+        let model = try fixture("smollm2_twin_int8.mlpackage")
+        let r = try run(["bench", model, "-p", "4", "-n", "2", "-r", "1", "--activations", "int16", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let json = try JSONValue.parse(r.stdout)
+        XCTAssertEqual(json["activations"]?.stringValue, "int16", r.stdout)
+        XCTAssertNotNil(json["kernel_isa"]?["int8_q16"]?.stringValue, r.stdout)
+        let old = try run(["bench", model, "-p", "4", "-n", "0", "-r", "1", "--int8-activations", "--json"])
+        XCTAssertEqual(old.status, 0, old.stderr)
+        XCTAssertEqual(try JSONValue.parse(old.stdout)["activations"]?.stringValue, "int8", old.stdout)
+        let both = try run(["bench", model, "-p", "4", "-n", "0", "--int8-activations", "--activations", "int16"])
+        XCTAssertEqual(both.status, 64, both.stderr)
+        XCTAssertTrue(both.stderr.contains("--activations int8"), both.stderr)
+        XCTAssertTrue(both.stderr.hasPrefix("forge-ir: error: --int8-activations means"), both.stderr)
+    }
+
     func testBenchTableAndMarkdown() throws {
         let model = try fixture("smollm2_twin_int8.mlpackage")
         let plain = try run(["bench", model, "-p", "4", "-n", "2", "-r", "1"])
