@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # forge-ir vs llama.cpp (and optionally PyTorch eager) on SmolLM2-135M, alternating, same machine.
 #
-#   bash bench/compare_llamacpp.sh [--rounds 3] [-p 128] [-n 128] [-r 3] [-t 2] [-d 1024] [--q8]
+#   bash bench/compare_llamacpp.sh [--rounds 3] [-p 128] [-n 128] [-r 3] [-t 2] [-d 1024] [--q8] [--q16]
 #                                  [--torch] [--markdown] [--wait-idle 600]
 #
 # With the defaults this one command gives the README's comparison table: pp128, tg128,
@@ -18,7 +18,8 @@
 # 3. runs, alternately for each round:
 #      llama-bench -m Q8_0.gguf -t T -p P -n N -r R -o json
 #      forge-ir bench models-ir/large/smollm2-135m-int8.mlpackage -p P -n N -r R --json
-#      (--q8)    forge-ir bench … --int8-activations --json
+#      (--q8)    forge-ir bench … --activations int8 --json
+#      (--q16)   forge-ir bench … --activations int16 --json
 #      (--torch) bench/torch_bench.py -p P -n N -r R -t T
 #    and with -d D, in the same round: llama-bench -p 0 -n N -d D, forge-ir bench -p 0 -n N -d D
 #    (tgN @ dD: N tokens decoded after D in the cache);
@@ -40,7 +41,7 @@ ROOT="$(dirname "$HERE")"
 WORK="$HERE/.work"
 PY="$ROOT/tools/.venv/bin/python"
 
-ROUNDS=3 P=128 N=128 R=3 T=2 D=1024 Q8=0 TORCH=0 MARKDOWN="" WAIT_IDLE=600
+ROUNDS=3 P=128 N=128 R=3 T=2 D=1024 MODES="" TORCH=0 MARKDOWN="" WAIT_IDLE=600
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS="$2"; shift 2 ;;
@@ -49,7 +50,8 @@ while [ $# -gt 0 ]; do
         -r) R="$2"; shift 2 ;;
         -t) T="$2"; shift 2 ;;
         -d) D="$2"; shift 2 ;;
-        --q8) Q8=1; shift ;;
+        --q8) MODES="$MODES q8"; shift ;;
+        --q16) MODES="$MODES q16"; shift ;;
         --torch) TORCH=1; shift ;;
         --wait-idle) WAIT_IDLE="$2"; shift 2 ;;
         --markdown) MARKDOWN="--markdown"; shift ;;
@@ -135,7 +137,7 @@ timed() {  # timed STATFILE cmd… : "peak_rss_kib user_s sys_s elapsed_s foreig
     echo "llama.cpp: $BIN (llama-cpp-python ${LLAMA_CPP_PYTHON_VERSION:-pinned in build_llamacpp.sh})"
     echo "forge-ir: $FORGE_IR"
     echo "model: $MODEL; gguf: $Q8GGUF"
-    echo "rounds $ROUNDS, -p $P -n $N -r $R -t $T -d $D, q8 $Q8, wait-idle $WAIT_IDLE s"
+    echo "rounds $ROUNDS, -p $P -n $N -r $R -t $T -d $D, quantized activations:${MODES:- none}, wait-idle $WAIT_IDLE s"
 } | tee "$OUT/env.txt" >&2
 # llama.cpp is built with GGML_NATIVE (-march=native): its kernels use the best ISA of this CPU.
 FLAGS="$(grep -m1 '^flags' /proc/cpuinfo || true)"
@@ -147,6 +149,9 @@ case "$FLAGS" in
 esac
 echo "llamacpp: $LISA" >"$OUT/isa.txt"
 
+# `forge-ir bench --activations` value of a mode name.
+act() { case "$1" in q8) echo int8 ;; q16) echo int16 ;; esac; }
+
 for k in $(seq 1 "$ROUNDS"); do
     say "round $k/$ROUNDS: llama-bench"
     wait_idle
@@ -156,12 +161,12 @@ for k in $(seq 1 "$ROUNDS"); do
     wait_idle
     timed "$OUT/round$k-forge-ir.stat" "$FORGE_IR" bench "$MODEL" -p "$P" -n "$N" -r "$R" --json \
         >"$OUT/round$k-forge-ir.json" 2>"$OUT/round$k-forge-ir.err"
-    if [ "$Q8" = 1 ]; then
-        say "round $k/$ROUNDS: forge-ir bench --int8-activations"
+    for m in $MODES; do
+        say "round $k/$ROUNDS: forge-ir bench --activations $(act "$m")"
         wait_idle
-        timed "$OUT/round$k-forge-ir-q8.stat" "$FORGE_IR" bench "$MODEL" -p "$P" -n "$N" -r "$R" --int8-activations --json \
-            >"$OUT/round$k-forge-ir-q8.json" 2>"$OUT/round$k-forge-ir-q8.err"
-    fi
+        timed "$OUT/round$k-forge-ir-$m.stat" "$FORGE_IR" bench "$MODEL" -p "$P" -n "$N" -r "$R" --activations "$(act "$m")" --json \
+            >"$OUT/round$k-forge-ir-$m.json" 2>"$OUT/round$k-forge-ir-$m.err"
+    done
     if [ "$D" -gt 0 ]; then
         say "round $k/$ROUNDS: depth $D: llama-bench, forge-ir bench"
         wait_idle
@@ -170,11 +175,11 @@ for k in $(seq 1 "$ROUNDS"); do
         wait_idle
         timed "$OUT/round$k-forge-ir-depth.stat" "$FORGE_IR" bench "$MODEL" -p 0 -n "$N" -d "$D" -r "$R" --json \
             >"$OUT/round$k-forge-ir-depth.json" 2>"$OUT/round$k-forge-ir-depth.err"
-        if [ "$Q8" = 1 ]; then
+        for m in $MODES; do
             wait_idle
-            timed "$OUT/round$k-forge-ir-q8-depth.stat" "$FORGE_IR" bench "$MODEL" -p 0 -n "$N" -d "$D" -r "$R" --int8-activations --json \
-                >"$OUT/round$k-forge-ir-q8-depth.json" 2>"$OUT/round$k-forge-ir-q8-depth.err"
-        fi
+            timed "$OUT/round$k-forge-ir-$m-depth.stat" "$FORGE_IR" bench "$MODEL" -p 0 -n "$N" -d "$D" -r "$R" --activations "$(act "$m")" --json \
+                >"$OUT/round$k-forge-ir-$m-depth.json" 2>"$OUT/round$k-forge-ir-$m-depth.err"
+        done
     fi
     if [ "$TORCH" = 1 ]; then
         say "round $k/$ROUNDS: PyTorch eager fp32"

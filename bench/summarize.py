@@ -25,8 +25,9 @@ import sys
 FOREIGN_LIMIT = 0.15  # cores used by other processes during a run above which its round is flagged
 
 ENGINES = [("llamacpp", "llama.cpp Q8_0"), ("forge-ir", "forge-ir int8 (fp32 activations)"),
-           ("forge-ir-q8", "forge-ir int8, --int8-activations"), ("pytorch", "PyTorch eager fp32")]
-FORGE = ("forge-ir", "forge-ir-q8")
+           ("forge-ir-q16", "forge-ir int8, --activations int16"),
+           ("forge-ir-q8", "forge-ir int8, --activations int8"), ("pytorch", "PyTorch eager fp32")]
+FORGE = ("forge-ir", "forge-ir-q16", "forge-ir-q8")
 
 
 def load_round(path, engine):
@@ -56,7 +57,7 @@ def load_round(path, engine):
         out["threads"] = data.get("threads")
         out["kernel_isa"] = data.get("kernel_isa")
         out["simd_level"] = data.get("simd_level")
-        out["int8_activations"] = data.get("int8_activations")
+        out["activations"] = data.get("activations") or ("int8" if data.get("int8_activations") else "fp32")
     depth_file = path[: -len(".json")] + "-depth.json"
     if os.path.exists(depth_file):
         with open(depth_file) as f:
@@ -116,7 +117,7 @@ def isa_of(engine, r):
         return "—"
     vals = set((r.get("kernel_isa") or {}).values())
     name = {0: "portable", 1: "AVX2+FMA", 2: "AVX-512"}.get(level, str(level))
-    return name + (" + VNNI" if r.get("int8_activations") and any("vnni" in v for v in vals) else "")
+    return name + (" + VNNI" if r.get("activations") in ("int8", "int16") and any("vnni" in v for v in vals) else "")
 
 
 def main():
@@ -221,7 +222,7 @@ def main():
         pr, prlo, prhi = ratio(e, "prefill_tok_s", "pp")
         dr, drlo, drhi = ratio(e, "decode_tok_s", "tg")
         ddr, ddrlo, ddrhi = ratio(e, "decode_depth_tok_s", "tgd")
-        key = "" if e == "forge-ir" else "_q8"
+        key = "" if e == "forge-ir" else "_" + e.split("-")[-1]
         summary["ratio_prefill" + key] = pr
         summary["ratio_decode" + key] = dr
         summary["ratio_decode_depth" + key] = ddr

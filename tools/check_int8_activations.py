@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Accuracy cost of `--int8-activations` on the real SmolLM2-135M int8 package (issue 18).
+"""Accuracy cost of `--activations int8|int16` on the real SmolLM2-135M int8 package (issue 18).
 
-  tools/.venv/bin/python tools/check_int8_activations.py [--forge-ir PATH] [--max-tokens 64] [--json-out F]
+  tools/.venv/bin/python tools/check_int8_activations.py [--forge-ir PATH] [--activations int8|int16]
+      [--max-tokens 64] [--json-out F]
 
 For each chat prompt below: the default path (fp32 activations, Core ML's CPU numerics) greedily
 generates --max-tokens tokens (`forge-ir generate --tokenizer … --chat TEXT`); then one `forge-ir
 run` over prompt + generated ids with each path (teacher forcing: both see the same ids). Every
 row's argmax (next-token top-1) is compared between the two paths: the agreement over all rows
 of all prompts must be >= 99 %. Also printed: per prompt max |Δ logits|, and the greedy ids of
-`generate --int8-activations` against the fp32 ones (first flip). numpy only; exit 1 on failure.
+`generate --activations MODE` against the fp32 ones (first flip). numpy only; exit 1 on failure.
+(`--activations int8` is the former `--int8-activations`; the default mode here.)
 """
 
 import argparse
@@ -67,8 +69,10 @@ def main():
     ap.add_argument("--tokenizer", default=TOKENIZER)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--prompts", type=int, default=len(PROMPTS_ALL), help="use the first N prompts")
+    ap.add_argument("--activations", choices=("int8", "int16"), default="int8", help="the quantized mode to check")
     ap.add_argument("--json-out")
     args = ap.parse_args()
+    mode = ["--activations", args.activations]
     for p in (args.forge_ir, args.model, args.tokenizer):
         if not os.path.exists(p):
             sys.exit(f"missing {p}")
@@ -79,10 +83,10 @@ def main():
             g = json.loads(forge(args.forge_ir, "generate", args.model, "--tokenizer", args.tokenizer, "--chat", text,
                                  "--max-tokens", str(args.max_tokens), "--json"))
             g8 = json.loads(forge(args.forge_ir, "generate", args.model, "--tokenizer", args.tokenizer, "--chat", text,
-                                  "--max-tokens", str(args.max_tokens), "--int8-activations", "--json"))
+                                  "--max-tokens", str(args.max_tokens), *mode, "--json"))
             ids = g["prompt_ids"] + g["token_ids"]
             a = logits(args.forge_ir, args.model, ids, tmp, [])
-            b = logits(args.forge_ir, args.model, ids, tmp, ["--int8-activations"])
+            b = logits(args.forge_ir, args.model, ids, tmp, mode)
             am, bm = a.argmax(-1), b.argmax(-1)
             n_agree = int((am == bm).sum())
             agree += n_agree
@@ -97,16 +101,16 @@ def main():
             print(f"{text!r}: top-1 {n_agree}/{len(ids)} rows; max|Δlogit| {r['max_abs_dlogit']:.3f}; "
                   f"fp32 top-2 gaps where they differ {[round(x, 3) for x in gaps]}; greedy "
                   + ("ids equal" if flip is None else f"first flip at generated token {flip}")
-                  + f"; decode t/s fp32 {g.get('decode_tok_s', 0):.1f}, int8-act {g8.get('decode_tok_s', 0):.1f}")
+                  + f"; decode t/s fp32 {g.get('decode_tok_s', 0):.1f}, {args.activations} {g8.get('decode_tok_s', 0):.1f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     frac = agree / max(total, 1)
     ok = frac >= AGREE_MIN
-    print(f"\nteacher-forced top-1 agreement, --int8-activations vs fp32 activations: {agree}/{total} = {100 * frac:.2f}% "
+    print(f"\nteacher-forced top-1 agreement, --activations {args.activations} vs fp32 activations: {agree}/{total} = {100 * frac:.2f}% "
           f"(>= {100 * AGREE_MIN:.0f}%: {'OK' if ok else 'FAIL'})")
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump({"prompts": res, "agree": agree, "rows": total, "fraction": frac, "ok": ok}, f, indent=2)
+            json.dump({"activations": args.activations, "prompts": res, "agree": agree, "rows": total, "fraction": frac, "ok": ok}, f, indent=2)
     return 0 if ok else 1
 
 

@@ -210,6 +210,18 @@ typedef struct {
 #undef LD8H
 #endif
 
+/// The columns the kernel will read for the last row of head 0 (the widest row of a causal
+/// mask; a broadcast mask is the same for every head): the work of one (head, row), counted
+/// before deciding whether the call is big enough to hand to the worker pool. Decided from
+/// the full CTX, a short prompt in a long window would pay a thread hand-off per call for a
+/// few live columns.
+static long live_columns(const fk_attention_desc *a) {
+    const float *m = a->mask + (a->rows - 1) * a->mask_row_stride;
+    long live = 0;
+    for (long j = 0; j < a->ctx; j++) live += (m[j] > a->masked) || isnan(m[j]);
+    return live == 0 ? a->ctx : live;
+}
+
 int fk_attention(const fk_attention_desc *a) {
     if (a->rep < 1 || a->heads < 0 || a->rows < 0 || a->dim < 0 || a->ctx < 0) return -2;
     long work = a->heads * a->rows;
@@ -220,7 +232,7 @@ int fk_attention(const fk_attention_desc *a) {
 #if FK_HAVE_F16C_PATH
     if (fk_attention_simd_level()) fn = attn_row_avx2;
 #endif
-    if (work >= 4 && work * a->ctx * a->dim >= (1L << 16)) {
+    if (work >= 4 && work * live_columns(a) * a->dim >= (1L << 16)) {
         fk_parallel_run(work, fn, &job);
     } else {
         for (long t = 0; t < work; t++) fn(&job, t);

@@ -136,9 +136,29 @@ void fk_gelu_erf(const float *x, float *y, long n) {
     fk__gelu_erf_gen(x, y, n);
 }
 
-/// Every row count takes the Q8 route (each activation row is quantized on its own, so a
-/// prefill row gets exactly the result a decode step would).
-int fk_qgemm_nt_q8(FK_ARGS_Q) {
+/// Quantizes the M activation rows for the integer route of `bits` (8 or 16) with the level's
+/// body; 0 when a row holds an inf or NaN.
+static int qx_quantize_rows(int bits, int l, long M, long K, const float *A, long lda, void *xq, float *xd, float *xs) {
+    const long nb = K / 32;
+    for (long m = 0; m < M; m++) {
+        const float *x = A + m * lda;
+        void *q = (char *)xq + m * K * (bits / 8);
+#if FK_X86
+        const int ok = l >= 1 ? fk__qx_quantize_avx2(bits, K, x, q, xd + m * nb, xs + m * nb)
+                              : fk__qx_quantize_gen(bits, K, x, q, xd + m * nb, xs + m * nb);
+#else
+        const int ok = fk__qx_quantize_gen(bits, K, x, q, xd + m * nb, xs + m * nb);
+#endif
+        if (!ok) return 0;
+    }
+    (void)l;
+    return 1;
+}
+
+/// The integer-activation routes (`bits` 8 or 16). Every row count takes the route (each
+/// activation row is quantized on its own, so a prefill row gets exactly the result a decode
+/// step would).
+static int qgemm_nt_qx(int bits, FK_ARGS_Q) {
     if (M <= 0 || N <= 0) return 1;
     if (K <= 0 || K % 32 != 0 || W->block_cols % 32 != 0) {
         fk_qgemm_nt(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
@@ -147,41 +167,43 @@ int fk_qgemm_nt_q8(FK_ARGS_Q) {
     const int l = fk_simd_level();
     const int vnni = FK_X86 && l >= 2 && fk_cpu_has_vnni();
     const long nb = K / 32;
-    // Layout of the scratch: xc (32-byte aligned int32 [M, nb, 8]), xd, xs, then xq.
-    const size_t xcBytes = (size_t)(M * nb * 8) * sizeof(int32_t), fBytes = (size_t)(M * nb) * sizeof(float);
-    char *buf = ck_scratch(3, xcBytes + 2 * fBytes + (size_t)(M * K));
+    // Layout of the scratch: xc (32-byte aligned int32 [M, nb, 8], Q8 only), xd, xs, then xq.
+    const size_t xcBytes = bits == 8 ? (size_t)(M * nb * 8) * sizeof(int32_t) : 0, fBytes = (size_t)(M * nb) * sizeof(float);
+    char *buf = ck_scratch(3, xcBytes + 2 * fBytes + (size_t)(M * K) * (size_t)(bits / 8));
     if (!buf) {
         fk_qgemm_nt(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
         return 0;
     }
     int32_t *xc = (int32_t *)buf;
     float *xd = (float *)(buf + xcBytes), *xs = xd + M * nb;
-    int8_t *xq = (int8_t *)(xs + M * nb);
-    for (long m = 0; m < M; m++) {
-#if FK_X86
-        const int ok = l >= 1 ? fk__q8_quantize_avx2(K, A + m * lda, xq + m * K, xd + m * nb, xs + m * nb)
-                              : fk__q8_quantize_gen(K, A + m * lda, xq + m * K, xd + m * nb, xs + m * nb);
-#else
-        const int ok = fk__q8_quantize_gen(K, A + m * lda, xq + m * K, xd + m * nb, xs + m * nb);
-#endif
-        if (!ok) {  // an inf or NaN activation: the fp32 route propagates it as the graph does
-            fk_qgemm_nt(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
-            return 0;
-        }
+    void *xq = xs + M * nb;
+    if (!qx_quantize_rows(bits, l, M, K, A, lda, xq, xd, xs)) {
+        // an inf or NaN activation: the fp32 route propagates it as the graph does
+        fk_qgemm_nt(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
+        return 0;
     }
 #if FK_X86
-    if (vnni) {
+    if (vnni && bits == 8) {
         memset(xc, 0, xcBytes);
         for (long i = 0; i < M * nb; i++) xc[i * 8] = -128 * (int32_t)xs[i];
         fk__q8_gemv_vnni(M, N, K, xq, xd, xs, xc, W, n0, C, ldc, bias, acc);
-        return 1;
-    }
-    if (l >= 1) {
+    } else if (vnni) {
+        fk__q16_gemv_vnni(M, N, K, xq, xd, xs, W, n0, C, ldc, bias, acc);
+    } else if (l >= 1 && bits == 8) {
         fk__q8_gemv_avx2(M, N, K, xq, xd, xs, NULL, W, n0, C, ldc, bias, acc);
-        return 1;
-    }
+    } else if (l >= 1) {
+        fk__q16_gemv_avx2(M, N, K, xq, xd, xs, W, n0, C, ldc, bias, acc);
+    } else
 #endif
+    if (bits == 8) {
+        fk__q8_gemv_gen(M, N, K, xq, xd, xs, NULL, W, n0, C, ldc, bias, acc);
+    } else {
+        fk__q16_gemv_gen(M, N, K, xq, xd, xs, W, n0, C, ldc, bias, acc);
+    }
     (void)vnni;
-    fk__q8_gemv_gen(M, N, K, xq, xd, xs, NULL, W, n0, C, ldc, bias, acc);
+    (void)xc;
     return 1;
 }
+
+int fk_qgemm_nt_q8(FK_ARGS_Q) { return qgemm_nt_qx(8, M, N, K, A, lda, W, n0, C, ldc, bias, acc); }
+int fk_qgemm_nt_q16(FK_ARGS_Q) { return qgemm_nt_qx(16, M, N, K, A, lda, W, n0, C, ldc, bias, acc); }

@@ -23,20 +23,26 @@ AVX2 void fk__softmax_rows_avx2(float *x, long rows, long n, long ld) { softmax_
 AVX2 void fk__gelu_erf_avx2(const float *x, float *y, long n) { gelu_erf_body(x, y, n); }
 #endif
 
-// MARK: - Q8 route: int8 activations × int8 weights
+// MARK: - Q8 / Q16 routes: int8 or int16 activations × int8 weights
 
 #if FK_X86
-AVX2 int fk__q8_quantize_avx2(long K, const float *x, int8_t *q, float *d, float *qs) { return q8_quantize_body(K, x, q, d, qs); }
+AVX2 int fk__qx_quantize_avx2(int bits, long K, const float *x, void *q, float *d, float *qs) {
+    return bits == 8 ? qx_quantize_body(8, K, x, q, d, qs) : qx_quantize_body(16, K, x, q, d, qs);
+}
 
 /// Activation blocks whose combined scales s_w·d_x are computed at once.
 #define Q8_CHUNK 64
 
-/// `nr` (≤ 4) weight rows from absolute row `n` against one quantized activation row: per
-/// block of 32, vpmaddubsw(|w|, sign(x, w)) (pairs of u8·s8 products in int16; |w| ≤ 128 and
-/// |x| ≤ 127, so a pair stays below 2^15 and nothing saturates, w = −128 included), vpmaddwd
-/// with ones (int32 per 4), converted and added to the row total by one FMA with the block's
-/// s_w·d_x. Weights prefetched PF_BYTES ahead into L2, as the fp32 route.
-static inline __attribute__((always_inline)) AVX2 void q8_rows_avx2(const int nr, long K, const int8_t *xq,
+/// `nr` (≤ 4) weight rows from absolute row `n` against one quantized activation row `xq`
+/// (int8 when `bits` is 8, int16 when 16), per block of 32:
+///  * 8: vpmaddubsw(|w|, sign(x, w)) (pairs of u8·s8 products in int16; |w| ≤ 128 and
+///    |x| ≤ 127, so a pair stays below 2^15 and nothing saturates, w = −128 included), vpmaddwd
+///    with ones (int32 per 4);
+///  * 16: the weights sign-extended to int16 (vpmovsxbw), vpmaddwd with the activations (pairs
+///    in int32: |2·128·32767| < 2^23, exact), two halves added;
+/// then converted and added to the row total by one FMA with the block's s_w·d_x. Weights
+/// prefetched PF_BYTES ahead into L2, as the fp32 route.
+static inline __attribute__((always_inline)) AVX2 void qx_rows_avx2(const int bits, const int nr, long K, const void *xq,
                                                                     const float *xd, const float *xs, const fk_qmatrix *W,
                                                                     long n, float *y, const float *bias, int acc) {
     const long nb = K / 32, per = W->block_cols / 32;
@@ -60,12 +66,23 @@ static inline __attribute__((always_inline)) AVX2 void q8_rows_avx2(const int nr
         for (long b = b0; b < b0 + nbk; b++) {
             if (((b * 32) & 63) == 0)
                 for (int r = 0; r < nr; r++) __builtin_prefetch(q[r] + b * 32 + PF_BYTES, 0, PF_LOC);
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + b * 32));
-            for (int r = 0; r < nr; r++) {
-                const __m256i w = _mm256_loadu_si256((const __m256i *)(q[r] + b * 32));
-                const __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
-                const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-                t[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(ss[r][b - b0]), t[r]);
+            if (bits == 8) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)((const int8_t *)xq + b * 32));
+                for (int r = 0; r < nr; r++) {
+                    const __m256i w = _mm256_loadu_si256((const __m256i *)(q[r] + b * 32));
+                    const __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv, w));
+                    const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+                    t[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(ss[r][b - b0]), t[r]);
+                }
+            } else {
+                const int16_t *xb = (const int16_t *)xq + b * 32;
+                const __m256i x0 = _mm256_loadu_si256((const __m256i *)xb), x1 = _mm256_loadu_si256((const __m256i *)(xb + 16));
+                for (int r = 0; r < nr; r++) {
+                    const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q[r] + b * 32)));
+                    const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(q[r] + b * 32 + 16)));
+                    const __m256i s32 = _mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1));
+                    t[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_set1_ps(ss[r][b - b0]), t[r]);
+                }
             }
         }
     }
@@ -79,18 +96,19 @@ static inline __attribute__((always_inline)) AVX2 void q8_rows_avx2(const int nr
     }
 }
 
-static AVX2 void q8_rows4_avx2(long K, const int8_t *xq, const float *xd, const float *xs, const fk_qmatrix *W, long n,
-                               float *y, const float *bias, int acc) {
-    q8_rows_avx2(4, K, xq, xd, xs, W, n, y, bias, acc);
-}
-static AVX2 void q8_rows1_avx2(long K, const int8_t *xq, const float *xd, const float *xs, const fk_qmatrix *W, long n,
-                               float *y, const float *bias, int acc) {
-    q8_rows_avx2(1, K, xq, xd, xs, W, n, y, bias, acc);
-}
+#define QX_ROWS_FN(BITS, NR)                                                                                       \
+    static AVX2 void qx_rows_##BITS##_##NR(long K, const void *xq, const float *xd, const float *xs, const fk_qmatrix *W, \
+                                           long n, float *y, const float *bias, int acc) {                          \
+        qx_rows_avx2(BITS, NR, K, xq, xd, xs, W, n, y, bias, acc);                                                  \
+    }
+QX_ROWS_FN(8, 4) QX_ROWS_FN(8, 1) QX_ROWS_FN(16, 4) QX_ROWS_FN(16, 1)
 
-AVX2 void fk__q8_gemv_avx2(FK_ARGS_Q8) {
-    (void)xc;
-    const long nb = K / 32;
+/// Every output in groups of 4 weight rows (each group reused by all M activation rows while
+/// it is in L1); `esize` bytes per activation value.
+static inline __attribute__((always_inline)) AVX2 void qx_gemv_avx2(const int bits, long M, long N, long K, const void *xq,
+                                                                    const float *xd, const float *xs, const fk_qmatrix *W,
+                                                                    long n0, float *C, long ldc, const float *bias, int acc) {
+    const long nb = K / 32, esize = bits / 8;
     {
         // The loop prefetches PF_BYTES ahead of each row; start that window now.
         const char *base = (const char *)(W->data + n0 * W->ld);
@@ -100,12 +118,21 @@ AVX2 void fk__q8_gemv_avx2(FK_ARGS_Q8) {
     for (long j = 0; j < N;) {
         const int nr = N - j >= 4 ? 4 : 1;
         for (long m = 0; m < M; m++) {
-            if (nr == 4)
-                q8_rows4_avx2(K, xq + m * K, xd + m * nb, xs + m * nb, W, n0 + j, C + m * ldc + j, bias ? bias + j : NULL, acc);
-            else
-                q8_rows1_avx2(K, xq + m * K, xd + m * nb, xs + m * nb, W, n0 + j, C + m * ldc + j, bias ? bias + j : NULL, acc);
+            const void *xm = (const char *)xq + m * K * esize;
+            const float *bj = bias ? bias + j : NULL;
+            float *y = C + m * ldc + j;
+            if (bits == 8 && nr == 4) qx_rows_8_4(K, xm, xd + m * nb, xs + m * nb, W, n0 + j, y, bj, acc);
+            else if (bits == 8) qx_rows_8_1(K, xm, xd + m * nb, xs + m * nb, W, n0 + j, y, bj, acc);
+            else if (nr == 4) qx_rows_16_4(K, xm, xd + m * nb, xs + m * nb, W, n0 + j, y, bj, acc);
+            else qx_rows_16_1(K, xm, xd + m * nb, xs + m * nb, W, n0 + j, y, bj, acc);
         }
         j += nr;
     }
 }
+
+AVX2 void fk__q8_gemv_avx2(FK_ARGS_Q8) {
+    (void)xc;
+    qx_gemv_avx2(8, M, N, K, xq, xd, xs, W, n0, C, ldc, bias, acc);
+}
+AVX2 void fk__q16_gemv_avx2(FK_ARGS_Q16) { qx_gemv_avx2(16, M, N, K, xq, xd, xs, W, n0, C, ldc, bias, acc); }
 #endif

@@ -10,8 +10,11 @@ FK_HIDDEN void fk__qgemm_nt_gen(FK_ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n
 FK_HIDDEN void fk__dequant_gen(FK_ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo, h2f_row_gen); }
 FK_HIDDEN void fk__softmax_rows_gen(float *x, long rows, long n, long ld) { softmax_body(x, rows, n, ld); }
 FK_HIDDEN void fk__gelu_erf_gen(const float *x, float *y, long n) { gelu_erf_body(x, y, n); }
-FK_HIDDEN int fk__q8_quantize_gen(long K, const float *x, int8_t *q, float *d, float *qs) { return q8_quantize_body(K, x, q, d, qs); }
+FK_HIDDEN int fk__qx_quantize_gen(int bits, long K, const float *x, void *q, float *d, float *qs) {
+    return bits == 8 ? qx_quantize_body(8, K, x, q, d, qs) : qx_quantize_body(16, K, x, q, d, qs);
+}
 FK_HIDDEN void fk__q8_gemv_gen(FK_ARGS_Q8) {
     (void)xc;
-    q8_gemv_body(M, N, K, xq, xd, xs, W, n0, C, ldc, bias, acc, h2f_row_gen);
+    qx_gemv_body(8, M, N, K, xq, xd, xs, W, n0, C, ldc, bias, acc, h2f_row_gen);
 }
+FK_HIDDEN void fk__q16_gemv_gen(FK_ARGS_Q16) { qx_gemv_body(16, M, N, K, xq, xd, xs, W, n0, C, ldc, bias, acc, h2f_row_gen); }

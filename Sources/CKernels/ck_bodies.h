@@ -508,15 +508,20 @@ AI void gelu_erf_body(const float *x, float *y, long n) {
     }
 }
 
-// MARK: - int8 activations (Q8 route of fk_qgemm_nt_q8)
+// MARK: - integer activations (Q8 / Q16 routes of fk_qgemm_nt_q8 / fk_qgemm_nt_q16)
 
-/// Quantizes activation row x[0 ..< K] (K % 32 == 0) per block of 32, as llama.cpp's Q8_0:
-/// d[b] = max|x_block| / 127, q = x / d rounded to nearest even (|q| ≤ 127), qs[b] = Σ q of the
-/// block (as float, exact). Returns 0 (nothing usable) when a block holds an inf or NaN.
-AI int q8_quantize_body(long K, const float *x, int8_t *q, float *d, float *qs) {
+typedef int16_t v8h __attribute__((vector_size(16)));
+
+/// Quantizes activation row x[0 ..< K] (K % 32 == 0) per block of 32 to `bits` = 8 (int8, as
+/// llama.cpp's Q8_0) or 16 (int16) bit integers: qmax = 127 or 32767, d[b] = max|x_block| / qmax,
+/// q = x / d rounded to nearest even (|q| ≤ qmax; `q` is int8_t or int16_t [K]), qs[b] = Σ q of
+/// the block (as float, exact: |Σ| ≤ 32·32767 < 2^24). Returns 0 (nothing usable) when a block
+/// holds an inf or NaN.
+AI int qx_quantize_body(const int bits, long K, const float *x, void *q, float *d, float *qs) {
     // x·id is rounded to fp32 first, then to an integer (no fused multiply-add: every level
     // and the references give the same q, ties included).
 #pragma clang fp contract(off)
+    const float qmax = bits == 8 ? 127.0f : 32767.0f;
     for (long b = 0; b < K / 32; b++) {
         const float *xb = x + b * 32;
         v8i mx = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -532,16 +537,21 @@ AI int q8_quantize_body(long K, const float *x, int8_t *q, float *d, float *qs) 
         float amax;
         memcpy(&amax, &m, sizeof amax);
         if (!(amax <= 3.40282347e38f)) return 0;
-        const float dd = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
+        const float dd = amax / qmax, id = amax != 0 ? qmax / amax : 0.0f;
         d[b] = dd;
         v8i sum = {0, 0, 0, 0, 0, 0, 0, 0};
         for (int i = 0; i < 32; i += 8) {
-            // x·id is within ±127 (+ an ulp): adding and subtracting 1.5·2^23 rounds it to an
-            // integer, to nearest even.
+            // x·id is within ±qmax (+ a few ulps): adding and subtracting 1.5·2^23 rounds it to
+            // an integer, to nearest even.
             const v8f v = (ld8(xb + i) * splat(id) + splat(12582912.0f)) - splat(12582912.0f);
             const v8i iv = __builtin_convertvector(v, v8i);
-            const v8b bv = __builtin_convertvector(iv, v8b);
-            memcpy(q + b * 32 + i, &bv, sizeof bv);
+            if (bits == 8) {
+                const v8b bv = __builtin_convertvector(iv, v8b);
+                memcpy((int8_t *)q + b * 32 + i, &bv, sizeof bv);
+            } else {
+                const v8h hv = __builtin_convertvector(iv, v8h);
+                memcpy((int16_t *)q + b * 32 + i, &hv, sizeof hv);
+            }
             sum += iv;
         }
         int32_t s = 0;
@@ -551,21 +561,24 @@ AI int q8_quantize_body(long K, const float *x, int8_t *q, float *d, float *qs) 
     return 1;
 }
 
-/// The level-0 Q8 product: per output and activation row, Σ_b (s_w · d_b) · Σ_i q_x·q_w in
-/// block order (int32 block sums, fp32 total), minus Σ_b s_w · o_w · d_b · qs_b with offsets.
-AI void q8_gemv_body(long M, long N, long K, const int8_t *xq, const float *xd, const float *xs, const fk_qmatrix *W,
-                     long n0, float *C, long ldc, const float *bias, int acc, h2f_fn cvt) {
+/// The level-0 integer-activation product (`bits` 8: `xq` int8_t, 16: int16_t [M, K]): per
+/// output and activation row, Σ_b (s_w · d_b) · Σ_i q_x·q_w in block order (int32 block sums,
+/// exact: |Σ| ≤ 32·128·32767 < 2^28; fp32 total), minus Σ_b s_w · o_w · d_b · qs_b with offsets.
+AI void qx_gemv_body(const int bits, long M, long N, long K, const void *xq, const float *xd, const float *xs,
+                     const fk_qmatrix *W, long n0, float *C, long ldc, const float *bias, int acc, h2f_fn cvt) {
     const long nb = K / 32, per = W->block_cols / 32;
     for (long j = 0; j < N; j++) {
         const long r = n0 + j;
         const int8_t *wq = W->data + r * W->ld;
         const long srow = (r / W->block_rows) * W->scale_ld;
         for (long m = 0; m < M; m++) {
-            const int8_t *aq = xq + m * K;
+            const int8_t *a8 = (const int8_t *)xq + m * K;
+            const int16_t *a16 = (const int16_t *)xq + m * K;
             float t = 0, corr = 0;
             for (long b = 0; b < nb; b++) {
                 int32_t s = 0;
-                for (int i = 0; i < 32; i++) s += (int32_t)aq[b * 32 + i] * (int32_t)wq[b * 32 + i];
+                for (int i = 0; i < 32; i++)
+                    s += (int32_t)(bits == 8 ? a8[b * 32 + i] : a16[b * 32 + i]) * (int32_t)wq[b * 32 + i];
                 const float sc = scale_at(W, srow + b / per, cvt) * xd[m * nb + b];
                 t += (float)s * sc;
                 if (W->offset) corr += sc * W->offset[srow + b / per] * xs[m * nb + b];

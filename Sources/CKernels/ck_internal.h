@@ -18,6 +18,10 @@
 /// holds −128·Σq in lane 0 (the VNNI body's bias correction), or is NULL.
 #define FK_ARGS_Q8 long M, long N, long K, const int8_t *xq, const float *xd, const float *xs, const int32_t *xc, \
                    const fk_qmatrix *W, long n0, float *C, long ldc, const float *bias, int acc
+/// The Q16 route (fk_qgemm_nt_q16) after quantization: as FK_ARGS_Q8 with int16 values `xq`
+/// and no bias-correction vector.
+#define FK_ARGS_Q16 long M, long N, long K, const int16_t *xq, const float *xd, const float *xs, \
+                    const fk_qmatrix *W, long n0, float *C, long ldc, const float *bias, int acc
 
 /// IEEE binary16 bits → fp32, portable (exact: every half is a float).
 static inline float fk__h2f(uint16_t h) {
@@ -47,8 +51,10 @@ FK_HIDDEN void fk__qgemm_nt_gen(FK_ARGS_Q);
 FK_HIDDEN void fk__dequant_gen(FK_ARGS_DQ);
 FK_HIDDEN void fk__softmax_rows_gen(float *x, long rows, long n, long ld);
 FK_HIDDEN void fk__gelu_erf_gen(const float *x, float *y, long n);
-FK_HIDDEN int fk__q8_quantize_gen(long K, const float *x, int8_t *q, float *d, float *qs);
+/// Quantizes one activation row for the Q8 (`bits` 8, int8_t `q`) or Q16 (16, int16_t) route.
+FK_HIDDEN int fk__qx_quantize_gen(int bits, long K, const float *x, void *q, float *d, float *qs);
 FK_HIDDEN void fk__q8_gemv_gen(FK_ARGS_Q8);
+FK_HIDDEN void fk__q16_gemv_gen(FK_ARGS_Q16);
 
 #if defined(__x86_64__) || defined(__i386__)
 #define FK_X86 1
@@ -59,8 +65,9 @@ FK_HIDDEN void fk__qgemm_nt_avx2(FK_ARGS_Q);
 FK_HIDDEN void fk__dequant_avx2(FK_ARGS_DQ);
 FK_HIDDEN void fk__softmax_rows_avx2(float *x, long rows, long n, long ld);
 FK_HIDDEN void fk__gelu_erf_avx2(const float *x, float *y, long n);
-FK_HIDDEN int fk__q8_quantize_avx2(long K, const float *x, int8_t *q, float *d, float *qs);
+FK_HIDDEN int fk__qx_quantize_avx2(int bits, long K, const float *x, void *q, float *d, float *qs);
 FK_HIDDEN void fk__q8_gemv_avx2(FK_ARGS_Q8);
+FK_HIDDEN void fk__q16_gemv_avx2(FK_ARGS_Q16);
 // Level 2 (KernelsAVX512.c): return 1 when done, 0 for a shape (or an out-of-memory case)
 // they leave to the level below.
 FK_HIDDEN int fk__sgemm_nt_avx512(FK_ARGS_NT);
@@ -72,6 +79,8 @@ FK_HIDDEN int fk__qgemm_nt_avx512(FK_ARGS_Q);
 FK_HIDDEN int fk__dequant_avx512(FK_ARGS_DQ);
 // AVX-512 VNNI (+ VL): the Q8 product with 256-bit vpdpbusd; needs `xc`.
 FK_HIDDEN void fk__q8_gemv_vnni(FK_ARGS_Q8);
+// AVX-512 VNNI (+ VL): the Q16 product with 256-bit vpdpwssd.
+FK_HIDDEN void fk__q16_gemv_vnni(FK_ARGS_Q16);
 #else
 #define FK_X86 0
 #endif
@@ -104,7 +113,7 @@ static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void q8_bl
 /// A 64-byte aligned scratch buffer of at least `bytes`, private to the calling thread and
 /// reused by its later calls (slot 0/1: level-2 panels, 2: level-1 panel). Never free it; NULL
 /// when out of memory. One user per slot at a time (kernels do not nest).
-#define CK_SCRATCH_SLOTS 4  // 3: the Q8 activations of fk_qgemm_nt_q8
+#define CK_SCRATCH_SLOTS 4  // 3: the Q8 / Q16 activations of fk_qgemm_nt_q8 / fk_qgemm_nt_q16
 void *ck_scratch(int slot, size_t bytes);
 
 #endif

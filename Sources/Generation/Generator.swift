@@ -78,7 +78,7 @@ public final class Generator {
             func other(_ name: String) throws -> Session {
                 name == session.function.name ? session
                     : try Session(model: session.model, function: name, precision: session.precision, sharing: session.states,
-                                  int8Activations: session.plan.int8Activations)
+                                  activations: session.plan.activations)
             }
             self.session = try other(dec)
             prefillSession = try other(pre)

@@ -28,7 +28,7 @@ extension AttentionFusion {
                     return [out]
                 } catch let m as LayoutView.Mismatch {
                     me.site.fallbacks[m.reason, default: 0] += 1
-                    return [try me.fallback.run(inv.flat, precision: inv.precision, int8Activations: inv.int8Activations)]
+                    return [try me.fallback.run(inv.flat, precision: inv.precision, activations: inv.activations)]
                 }
             }
         }

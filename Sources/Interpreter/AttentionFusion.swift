@@ -183,7 +183,7 @@ enum AttentionFusion {
                         return [.tensor(Tensor(.int32, shape: [view.axes.count], ints: view.shape.map { Int32($0) }))]
                     } catch let m as LayoutView.Mismatch {
                         site.fallbacks["shape: " + m.reason, default: 0] += 1
-                        return [try fallback.run(inv.flat, precision: inv.precision, int8Activations: inv.int8Activations)]
+                        return [try fallback.run(inv.flat, precision: inv.precision, activations: inv.activations)]
                     }
                 }
                 let inputs = fallback.externals.enumerated().map { i, r in (name: i == 0 ? shapeSourceName : "e\(i)", refs: [r]) }

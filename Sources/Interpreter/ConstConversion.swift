@@ -12,6 +12,13 @@ public enum ConstConversion {
             let n = shape.reduce(1, *)
             guard raw.count >= n, let base = raw.baseAddress else { throw KernelError("int8 blob holds \(raw.count) bytes, \(t) needs \(n)") }
             return .int8Blob(shape, Int8Buffer(mapped: base, count: n, owner: file))
+        case let .blob(ref) where c.type.tensorType?.dtype == .int4:
+            // int4 weights stay packed as stored (two a byte): the int4 linear reads them in place.
+            guard let t = c.type.tensorType, let shape = t.fixedShape, let file = ref.file else { return .tensor(try tensor(c)) }
+            let raw = try ref.bytes()
+            let n = shape.reduce(1, *)
+            guard raw.count >= (n + 1) / 2, let base = raw.baseAddress else { throw KernelError("int4 blob holds \(raw.count) bytes, \(t) needs \((n + 1) / 2)") }
+            return .int8Blob(shape, Int8Buffer(mapped: base, count: n, owner: file, packedInt4: true))
         case .tensor, .blob:
             return .tensor(try tensor(c))
         case let .tuple(vs):

@@ -16,9 +16,9 @@ import GraphIR
 public final class ExecutionPlan {
     public let function: Function
     public let precision: Precision
-    /// Whether int8-weight products quantize their activations to int8 (see
-    /// ``KernelInvocation/int8Activations``; only in `fp32` precision).
-    public let int8Activations: Bool
+    /// Whether int8-weight products quantize their activations (see ``ActivationQuantization``;
+    /// only in `fp32` precision, else ``ActivationQuantization/exact``).
+    public let activations: ActivationQuantization
     /// Recycled kernel output buffers (see ``BufferPool``); `pool.stats` counts hits and misses.
     public let pool = BufferPool()
     /// Held for the whole of ``run(inputs:states:)`` and ``recycle(_:)``: the pool and the
@@ -189,16 +189,16 @@ public final class ExecutionPlan {
     ///     fusions (fused attention, in-place KV writes) remove intermediate values; a fusion
     ///     that would remove an observed value is not applied, so every observed value is
     ///     reported (`.all` disables those fusions; `.none`, the default, keeps them all).
-    ///   - int8Activations: (fp32 precision only; ignored in fp16) lets the products with int8
-    ///     block-quantized weights quantize their activation rows to int8 per block of 32
-    ///     (llama.cpp's Q8_0 × Q8_0; not Core ML's numerics).
+    ///   - activations: (fp32 precision only; ignored in fp16) lets the products with int8
+    ///     block-quantized weights quantize their activation rows per block of 32 to int8
+    ///     (llama.cpp's Q8_0 × Q8_0) or int16 (``ActivationQuantization``; not Core ML's numerics).
     /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
     public init(function: Function, precision: Precision = .fp32, observing: ObservedValues = .none,
-                int8Activations: Bool = false) throws {
+                activations: ActivationQuantization = .exact) throws {
         self.function = function
         self.precision = precision
         self.observing = observing
-        self.int8Activations = int8Activations && precision == .fp32
+        self.activations = precision == .fp32 ? activations : .exact
         var missing = Set<String>()
         inputSlots = function.inputs.map { newSlot($0) }
         try build(function.body, into: root, missing: &missing)
@@ -452,7 +452,7 @@ public final class ExecutionPlan {
                     for (_, refs) in step.inputs {
                         for r in refs { flat.append(try resolve(r, slots: slots)) }
                     }
-                    let inv = KernelInvocation(op: step.op, precision: precision, int8Activations: int8Activations, names: step.inputNames,
+                    let inv = KernelInvocation(op: step.op, precision: precision, activations: activations, names: step.inputNames,
                                                bounds: step.inputBounds, flat: flat)
                     defer { flat.removeAll(keepingCapacity: true) }
                     if pool.tracking { pool.currentOp = step.op.type }

@@ -70,7 +70,7 @@ struct FusedFallback {
     /// Runs the steps on the external values (`values[i]` for `externals[i]`), with the
     /// plan's output typing (each result takes its op's declared dtype; fp16 outputs rounded in
     /// `fp16` precision).
-    func run(_ values: [RuntimeValue], precision: Precision, int8Activations: Bool) throws -> RuntimeValue {
+    func run(_ values: [RuntimeValue], precision: Precision, activations: ActivationQuantization) throws -> RuntimeValue {
         var local = [RuntimeValue?](repeating: nil, count: steps.reduce(0) { $0 + $1.outputs.count })
         for st in steps {
             var names: [String] = [], bounds = [0], flat: [RuntimeValue] = []
@@ -86,7 +86,7 @@ struct FusedFallback {
                 }
                 bounds.append(flat.count)
             }
-            let inv = KernelInvocation(op: st.op, precision: precision, int8Activations: int8Activations,
+            let inv = KernelInvocation(op: st.op, precision: precision, activations: activations,
                                        names: names, bounds: bounds, flat: flat)
             let results = try st.kernel(inv)
             guard results.count == st.outputs.count else {

@@ -7,10 +7,10 @@ import GraphIR
 public struct KernelInvocation {
     public let op: Op
     public let precision: Precision
-    /// Products with int8 block-quantized weights may quantize their activations to int8 per
-    /// block of 32 (``QuantizedGEMM``, `fk_qgemm_nt_q8`): opt-in, off by default (Core ML's CPU
-    /// path keeps fp32 activations).
-    public let int8Activations: Bool
+    /// Whether products with int8 block-quantized weights quantize their activations per block
+    /// of 32 (``ActivationQuantization``, ``QuantizedGEMM``): opt-in, ``ActivationQuantization/exact``
+    /// by default (Core ML's CPU path keeps fp32 activations).
+    public let activations: ActivationQuantization
     let names: [String]
     let bounds: [Int]
     let flat: [RuntimeValue]
@@ -25,10 +25,10 @@ public struct KernelInvocation {
         self.init(op: op, precision: precision, names: names, bounds: bounds, flat: flat)
     }
 
-    init(op: Op, precision: Precision, int8Activations: Bool = false, names: [String], bounds: [Int], flat: [RuntimeValue]) {
+    init(op: Op, precision: Precision, activations: ActivationQuantization = .exact, names: [String], bounds: [Int], flat: [RuntimeValue]) {
         self.op = op
         self.precision = precision
-        self.int8Activations = int8Activations
+        self.activations = activations
         self.names = names
         self.bounds = bounds
         self.flat = flat
@@ -46,7 +46,7 @@ public struct KernelInvocation {
         names.append(name)
         flat.append(value)
         bounds.append(flat.count)
-        return KernelInvocation(op: op, precision: precision, int8Activations: int8Activations, names: names, bounds: bounds, flat: flat)
+        return KernelInvocation(op: op, precision: precision, activations: activations, names: names, bounds: bounds, flat: flat)
     }
 
     @inline(__always)

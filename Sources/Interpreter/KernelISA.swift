@@ -14,7 +14,8 @@ public enum KernelISA {
     /// - `fp32_gemm`: fp32 products (`a · bᵀ` with < 4 rows take the AVX2 body at level 2);
     /// - `int8_gemv`: int8 weights, fp32 activations, ≤ 4 rows (decode);
     /// - `int8_gemm`: int8 weights, fp32 activations, more rows (prefill panels);
-    /// - `int8_q8`: int8 weights × int8 activations (`--int8-activations`);
+    /// - `int8_q8`: int8 weights × int8 activations (`--activations int8`);
+    /// - `int8_q16`: int8 weights × int16 activations (`--activations int16`; 256-bit VNNI);
     /// - `attention`: the fused attention over the KV cache (F16C widening of fp16 K/V);
     /// - `softmax`: standalone softmax rows (`fk_softmax_rows`: `softmax`, SDPA);
     /// - `gelu`: gelu EXACT (`fk_gelu_erf`).
@@ -26,6 +27,7 @@ public enum KernelISA {
             "int8_gemv": simd,
             "int8_gemm": simd,
             "int8_q8": l >= 2 && fk_cpu_has_vnni() != 0 ? "avx512-vnni" : l >= 1 ? "avx2" : "portable",
+            "int8_q16": l >= 2 && fk_cpu_has_vnni() != 0 ? "avx512-vnni" : l >= 1 ? "avx2" : "portable",
             "attention": fk_attention_simd_level() != 0 ? "avx2" : "portable",
             "softmax": l >= 1 ? "avx2" : "portable",
             "gelu": l >= 1 ? "avx2" : "portable",

@@ -58,7 +58,7 @@ enum MatmulKernels {
                     try out.withUnsafeMutableBufferPointer { op in
                         if let q = quantized {
                             try QuantizedGEMM.nt(m: m, a: xp, lda: k, weight: q, c: op.baseAddress!, ldc: n, bias: bp,
-                                                 int8Activations: inv.int8Activations)
+                                                 activations: inv.activations)
                         } else {
                             GEMM.ntPacked(m: m, n: n, k: k, a: xp, lda: k, weight: try weight.dense().floats, c: op.baseAddress!, ldc: n, bias: bp)
                         }
@@ -100,7 +100,8 @@ enum MatmulKernels {
                                 let c = UnsafeMutablePointer(op.baseAddress!), w = hp.baseAddress!
                                 DispatchQueue.concurrentPerform(iterations: chunks) { t in
                                     let j0 = n * t / chunks, j1 = n * (t + 1) / chunks
-                                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: m > 1 ? k : 1)
+                                    // K floats: the portable body widens each row into it even for one row.
+                                    let scratch = UnsafeMutablePointer<Float>.allocate(capacity: k)
                                     defer { scratch.deallocate() }
                                     fk_linear_half(m, n, k, xp, w, bp, c, j0, j1, scratch)
                                 }
@@ -137,7 +138,7 @@ enum MatmulKernels {
         try withBase(xs) { xp in
             try out.withUnsafeMutableBufferPointer { op in
                 if let q = yQuant {
-                    try quantizedMatmul(xp, q, g, op.baseAddress!, int8Activations: inv.int8Activations)
+                    try quantizedMatmul(xp, q, g, op.baseAddress!, activations: inv.activations)
                 } else {
                     withBase(yDense!.floats) { yp in floatMatmul(xp, yp, g, op.baseAddress!) }
                 }
@@ -214,10 +215,10 @@ enum MatmulKernels {
 
     /// A rank-2 quantized weight: no y batch; the x matrices stacked as rows against it.
     static func quantizedMatmul(_ xp: UnsafePointer<Float>, _ q: QuantizedTensor, _ g: MatmulGeometry,
-                                _ cp: UnsafeMutablePointer<Float>, int8Activations: Bool) throws {
+                                _ cp: UnsafeMutablePointer<Float>, activations: ActivationQuantization) throws {
         let rows = g.batch.count * g.m
         if g.yNT {
-            try QuantizedGEMM.nt(m: rows, a: xp, lda: g.k, weight: q, c: cp, ldc: g.n, int8Activations: int8Activations)
+            try QuantizedGEMM.nt(m: rows, a: xp, lda: g.k, weight: q, c: cp, ldc: g.n, activations: activations)
         } else {
             try QuantizedGEMM.nn(m: rows, a: xp, lda: g.k, weight: q, c: cp, ldc: g.n)
         }

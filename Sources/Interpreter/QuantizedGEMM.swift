@@ -31,6 +31,7 @@ enum QuantizedGEMM {
     /// Calls `body` with the C descriptor of `q` (valid only inside `body`).
     static func withMatrix<R>(_ q: QuantizedTensor, _ body: (UnsafePointer<fk_qmatrix>) throws -> R) throws -> R {
         guard let l = layout(q) else { throw KernelError("quantized weight of shape \(q.shape) with scale shape \(q.scaleShape) is not a rank-2 block layout") }
+        guard !q.data.isPackedInt4 else { return try withMatrix(unpacked(q), body) }
         return try q.data.withUnsafeBufferPointer { d in
             func run(_ scale: UnsafePointer<Float>?, _ half: UnsafePointer<UInt16>?) throws -> R {
                 func make(_ o: UnsafePointer<Float>?) throws -> R {
@@ -51,24 +52,29 @@ enum QuantizedGEMM {
     /// `C[m, j] (+)= Σ_k A[m·lda + k] · W(j, k) (+ bias[j])` for the quantized `W` [n, k]
     /// (the `linear` layout), split across cores along `n` when big enough.
     ///
-    /// `int8Activations`: each row of `A` is quantized to int8 per block of 32 and the block
-    /// products are summed in int32 (`fk_qgemm_nt_q8`, llama.cpp's Q8_0 × Q8_0) when the shape
-    /// allows it (K and the input-axis blocks multiples of 32); otherwise, and by
-    /// default, the activations stay fp32 (Core ML's CPU numerics). Each thread's chunk
-    /// quantizes the rows itself (K values, against its N/threads × K products).
+    /// `activations`: ``ActivationQuantization/int8`` / ``ActivationQuantization/int16``
+    /// quantize each row of `A` per block of 32 to int8 (`fk_qgemm_nt_q8`, llama.cpp's Q8_0 ×
+    /// Q8_0) or int16 (`fk_qgemm_nt_q16`), the block products summed in int32, when the shape
+    /// allows it (K and the input-axis blocks multiples of 32); otherwise, and by default
+    /// (``ActivationQuantization/exact``), the activations stay fp32 (Core ML's CPU numerics).
+    /// Each thread's chunk quantizes the rows itself (K values, against its N/threads × K products).
     static func nt(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor,
                    c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
-                   accumulate: Bool = false, threaded: Bool = true, int8Activations: Bool = false) throws {
+                   accumulate: Bool = false, threaded: Bool = true, activations: ActivationQuantization = .exact) throws {
         guard let l = layout(q) else { throw KernelError("quantized weight layout \(q.shape) / \(q.scaleShape) not supported") }
         let n = l.rows, k = l.cols
         guard m > 0, n > 0 else { return }
+        if q.data.isPackedInt4 {
+            return try ntInt4(m: m, a: a, lda: lda, weight: q, c: c, ldc: ldc, bias: bias, accumulate: accumulate, threaded: threaded)
+        }
         let acc: Int32 = accumulate ? 1 : 0
         try withMatrix(q) { w in
             GEMM.parallelChunks(n, align: GEMM.simdLevel >= 2 ? 32 : 24, work: threaded ? m * n * max(k, 1) : 0) { r in
-                if int8Activations {
-                    _ = fk_qgemm_nt_q8(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, bias.map { $0 + r.lowerBound }, acc)
-                } else {
-                    fk_qgemm_nt(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, bias.map { $0 + r.lowerBound }, acc)
+                let b = bias.map { $0 + r.lowerBound }
+                switch activations {
+                case .int8: _ = fk_qgemm_nt_q8(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, b, acc)
+                case .int16: _ = fk_qgemm_nt_q16(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, b, acc)
+                case .exact: fk_qgemm_nt(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, b, acc)
                 }
             }
         }

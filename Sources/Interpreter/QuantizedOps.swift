@@ -18,7 +18,7 @@ enum QuantizedOps {
     static func gatherRows(_ inv: KernelInvocation, shape: [Int], table b: Int8Buffer, dense: Kernel) throws -> [RuntimeValue] {
         try gatherRows(inv, shape: shape, dense: dense, widened: { try RuntimeValue.int8Blob(shape, b).dense() },
                        copyRow: { o, at, r, n in for j in 0..<n { o[at + j] = Int32(b[r * n + j]) } },
-                       result: { Tensor(.int8, shape: $0, ints: $1) })
+                       result: { Tensor(b.isPackedInt4 ? .int4 : .int8, shape: $0, ints: $1) })
     }
 
     /// The row gather of both in-place tables: each index (negative counts from the end)

@@ -14,8 +14,9 @@ public final class QuantizedTensor {
     /// Output dtype (fp16/fp32) and shape.
     public let dtype: DType
     public let shape: [Int]
-    /// Quantized values as Int8 (int4/uint4 unpacked; uint8 shifted by −128 into the offset).
-    /// A view into the mapped weight file when the data is an int8 blob (no copy).
+    /// Quantized values as Int8 (uint4 unpacked; uint8 shifted by −128 into the offset). A view
+    /// into the mapped weight file when the data is an int8 blob, or an int4 blob kept packed
+    /// two a byte (``Int8Buffer/isPackedInt4``; no copy).
     public let data: Int8Buffer
     /// Scale per block, `scaleShape` = shape / block sizes (row-major).
     public let scales: Scales
@@ -95,7 +96,8 @@ public final class QuantizedTensor {
 /// A value during execution.
 public enum RuntimeValue {
     case tensor(Tensor)
-    /// An int8 constant kept as a view of its mapped blob (shape, bytes); `dense()` widens it.
+    /// An int8 constant kept as a view of its mapped blob (shape, bytes), or an int4 one kept
+    /// packed (``Int8Buffer/isPackedInt4``); `dense()` widens it.
     case int8Blob([Int], Int8Buffer)
     /// An fp16 constant kept as a view of its mapped blob (shape, values); `dense()` widens it.
     /// Made only for constants whose every reader takes it (the `scale` of
@@ -111,7 +113,7 @@ public enum RuntimeValue {
         switch self {
         case let .tensor(t): return t
         case let .quantized(q): return q.dequantize()
-        case let .int8Blob(shape, b): return Tensor(.int8, shape: shape, ints: b.map { Int32($0) })
+        case let .int8Blob(shape, b): return Tensor(b.isPackedInt4 ? .int4 : .int8, shape: shape, ints: b.map { Int32($0) })
         case let .halfBlob(shape, h): return Tensor(.fp16, shape: shape, floats: h.floats)
         case let .state(s): throw KernelError("state '\(s.name)' used where a tensor is expected")
         case .list, .tuple: throw KernelError("list/tuple used where a tensor is expected")

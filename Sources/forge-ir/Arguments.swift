@@ -120,6 +120,18 @@ struct ParsedArguments {
 
     /// `--precision` (declared as ``CommonOptions/precision``), fp32 by default.
     var precision: Precision { values["precision"].flatMap(Precision.init(rawValue:)) ?? .fp32 }
+
+    /// `--activations` (``CommonOptions/activations``), or `--int8-activations` (the older
+    /// spelling of `--activations int8`); fp32 (exact) by default.
+    /// - Throws: `UsageError` when both are given and disagree.
+    func activations() throws -> ActivationQuantization {
+        let chosen = values["activations"].flatMap(ActivationQuantization.init(rawValue:))
+        guard flag("int8-activations") else { return chosen ?? .exact }
+        guard chosen == nil || chosen == .int8 else {
+            throw UsageError(message: "--int8-activations means --activations int8; give one of them")
+        }
+        return .int8
+    }
 }
 
 enum ArgumentParser {

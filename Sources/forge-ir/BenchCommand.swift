@@ -11,7 +11,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `forge-ir bench MODEL [-p 128] [-n 128] [-d 0] [-r 3] [--precision fp32|fp16] [--int8-activations]
+/// `forge-ir bench MODEL [-p 128] [-n 128] [-d 0] [-r 3] [--precision fp32|fp16] [--activations fp32|int16|int8]
 /// [--json | --markdown]`
 ///
 /// Like llama-bench: one warm-up, then `-r` repetitions of (fresh states → timed prefill of P
@@ -39,8 +39,10 @@ enum BenchCommand: Command {
         one token each (positions P … P+N−1) are timed as tgN. Sampling is not timed (there is
         none: the decoded ids are random too). One untimed warm-up repetition comes first.
         t/s is the mean over repetitions of tokens/seconds, ± the sample standard deviation.
-        The decode bound: the read bandwidth of all cores summing a 256 MiB buffer (best of 3,
-        measured after the runs) divided by the bytes a decoded token reads — the decode
+        The decode bound: the read bandwidth of all cores summing a buffer twice the CPU's
+        largest cache, at least 256 MiB (so it streams from memory; best of 3, measured after
+        the runs; a second line gives the same probe over a buffer of the bytes one token
+        reads, the bound of a model the cache holds) divided by the bytes a decoded token reads — the decode
         function's weights as stored (an embedding table gathered from: one row) plus the KV
         cache live at the middle decode position; the last line gives tgN as a fraction of it.
         P + N must fit the model's context length. Progress goes to stderr when it is a terminal.
@@ -63,7 +65,7 @@ enum BenchCommand: Command {
         let path: String
         let p: Int, n: Int, depth: Int, reps: Int
         let precision: Precision
-        let int8Activations: Bool
+        let activations: ActivationQuantization
         let json: Bool, markdown: Bool
 
         init(_ args: ParsedArguments) throws {
@@ -74,7 +76,7 @@ enum BenchCommand: Command {
             reps = args.int("r", default: 3)
             guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0") }
             precision = args.precision
-            int8Activations = args.flag("int8-activations")
+            activations = try args.activations()
             json = args.flag("json")
             markdown = args.flag("markdown")
             guard !(json && markdown) else { throw UsageError(message: "give at most one of --json, --markdown") }
@@ -87,9 +89,15 @@ enum BenchCommand: Command {
         var loadSeconds = 0.0
         var contextLength = 0
         var bandwidth = 0.0
+        /// The bandwidth probe's buffer and the largest CPU cache it was sized from.
+        var probeBytes = 0, largestCache = 0
         var weightBytes = 0, kvBytes = 0
         var boundTokS: Double { bandwidth > 0 ? bandwidth / Double(weightBytes + kvBytes) : 0 }
         var fraction: Double { boundTokS > 0 ? tg.mean / boundTokS : 0 }
+        /// Read bandwidth of a buffer the size of one token's reads, and the bound it gives.
+        var workingSetBandwidth = 0.0
+        var workingSetBoundTokS: Double { workingSetBandwidth > 0 ? workingSetBandwidth / Double(weightBytes + kvBytes) : 0 }
+        var workingSetFraction: Double { workingSetBoundTokS > 0 ? tg.mean / workingSetBoundTokS : 0 }
         /// Resident bytes before the model was loaded (the binary and the Swift runtime).
         var baselineRSS = 0
         var peakRSS = 0
@@ -117,12 +125,18 @@ enum BenchCommand: Command {
         try checkFits(cfg, contextLength: res.contextLength)
         let (depthIDs, prompt, decodeIDs) = try randomIDs(cfg, generator: generator, model: model)
         try measure(cfg, generator: generator, depthIDs: depthIDs, prompt: prompt, decodeIDs: decodeIDs, into: &res, say: say)
-        // Peak RSS of the runs, read before the bandwidth probe maps its own 256 MiB buffer.
+        // Peak RSS of the runs, read before the bandwidth probe maps its own buffer (≥ 256 MiB).
         res.peakRSS = peakResidentBytes()
         // The bandwidth bound of decoding, measured now (same machine load as the runs above).
-        res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(threads: ProcessInfo.processInfo.activeProcessorCount) : 0
+        res.largestCache = DecodeBound.largestCacheBytes()
+        res.probeBytes = DecodeBound.probeBytes(largestCache: res.largestCache)
+        let threads = ProcessInfo.processInfo.activeProcessorCount
+        res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: res.probeBytes, threads: threads) : 0
         res.weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
         res.kvBytes = generator.contract.liveKVBytes(in: model, live: cfg.p + cfg.n / 2)
+        // The same probe over the bytes one token reads: what a buffer of that size can be read
+        // at here (from the cache as far as it holds it) — the bound of a model the cache holds.
+        res.workingSetBandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: max(res.weightBytes + res.kvBytes, 1 << 20), threads: threads) : 0
         res.size = packageBytes(cfg.path)
         res.params = ModelSummary(model).parameterCount
         res.contract = generator.contract.recipeName
@@ -208,7 +222,8 @@ enum BenchCommand: Command {
             "n_prompt": .int(cfg.p),
             "n_gen": .int(cfg.n),
             "n_depth": .int(cfg.depth),
-            "int8_activations": .bool(cfg.int8Activations),
+            "int8_activations": .bool(cfg.activations == .int8),
+            "activations": .string(cfg.activations.rawValue),
             "simd_level": .int(KernelISA.level),
             "kernel_isa": .object(KernelISA.report().mapValues { .string($0) }),
             "repetitions": .int(cfg.reps),
@@ -220,10 +235,15 @@ enum BenchCommand: Command {
             "load_seconds": .double(res.loadSeconds),
             "contract": .string(res.contract),
             "read_bandwidth_bytes_s": .double(res.bandwidth),
+            "bandwidth_probe_bytes": .int(res.probeBytes),
+            "largest_cache_bytes": .int(res.largestCache),
             "decode_weight_bytes_per_token": .int(res.weightBytes),
             "decode_kv_bytes_per_token": .int(res.kvBytes),
             "decode_bound_tok_s": .double(res.boundTokS),
             "decode_fraction_of_bound": .double(res.fraction),
+            "read_bandwidth_working_set_bytes_s": .double(res.workingSetBandwidth),
+            "decode_bound_working_set_tok_s": .double(res.workingSetBoundTokS),
+            "decode_fraction_of_working_set_bound": .double(res.workingSetFraction),
         ]
         return .object(obj)
     }
@@ -233,7 +253,7 @@ enum BenchCommand: Command {
         let rightAligned: Set<Int> = [1, 2, 4, 5, 6]
         var rows: [[String]] = []
         let common = [modelName(cfg.path), String(format: "%.2f MiB", Double(res.size) / 1_048_576), humanCount(res.params),
-                      "CPU \(cfg.precision.rawValue)\(cfg.int8Activations ? " int8-act" : "")", String(GEMM.cores)]
+                      "CPU \(cfg.precision.rawValue)\(cfg.activations == .exact ? "" : " \(cfg.activations.rawValue)-act")", String(GEMM.cores)]
         let at = cfg.depth > 0 ? " @ d\(cfg.depth)" : ""
         if cfg.p > 0 { rows.append(common + ["pp\(cfg.p)\(at)", String(format: "%.2f ± %.2f", res.pp.mean, res.pp.sd)]) }
         if cfg.n > 0 { rows.append(common + ["tg\(cfg.n)\(at)", String(format: "%.2f ± %.2f", res.tg.mean, res.tg.sd)]) }
@@ -244,9 +264,11 @@ enum BenchCommand: Command {
         out += "\n\(cfg.reps) repetition\(cfg.reps == 1 ? "" : "s") after one warm-up · peak RSS \(mib(res.peakRSS)) (\(ratio)) · "
             + String(format: "load %.2f s\n", res.loadSeconds)
         if cfg.n > 0 {
-            out += "contract: \(res.contract) · " + String(format: "decode bound: %.2f GB/s read ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
-                                                         res.bandwidth / 1e9, Double(res.weightBytes) / 1e6, Double(res.kvBytes) / 1e6,
+            out += "contract: \(res.contract) · " + String(format: "decode bound: %.2f GB/s read (%.0f MiB probe) ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
+                                                         res.bandwidth / 1e9, Double(res.probeBytes) / 1_048_576, Double(res.weightBytes) / 1e6, Double(res.kvBytes) / 1e6,
                                                          res.boundTokS, cfg.n, res.fraction * 100)
+                + String(format: "working-set bound (the probe over those %.2f MB): %.2f GB/s = %.1f t/s · tg%d at %.0f%% of it\n",
+                         Double(res.weightBytes + res.kvBytes) / 1e6, res.workingSetBandwidth / 1e9, res.workingSetBoundTokS, cfg.n, res.workingSetFraction * 100)
         }
         return out
     }

@@ -1,5 +1,6 @@
 import Foundation
 import GraphIR
+import Interpreter
 
 /// Options several verbs share, declared once; `main` applies `--threads` and `--max-memory`
 /// before the verb runs. Verbs take most of them as whole ``OptionGroup``s.
@@ -16,8 +17,9 @@ enum CommonOptions {
     /// `--function` of the verbs that look at every function unless told (`dump`, `diagnose`).
     static let onlyFunction = OptionSpec.option("function", value: "name", "Only this function (default: every function).")
     static let json = OptionSpec.flag("json", "Print the result as JSON.")
-    static let int8Activations = OptionSpec.flag("int8-activations",
-        "Quantize activations to int8 per block of 32 in int8-weight products (llama.cpp Q8_0 style; not Core ML's numerics).")
+    static let int8Activations = OptionSpec.flag("int8-activations", "Same as --activations int8.")
+    static let activations = OptionSpec.choice("activations", ActivationQuantization.allCases.map(\.rawValue),
+        "Activations of int8-weight products: fp32 (exact, default), int16 or int8 (llama.cpp Q8_0 style) per block of 32 (not Core ML's numerics).")
     static let maxMemory = OptionSpec.option(
         "max-memory", value: "bytes",
         "Largest allocation from sizes a file declares (e.g. 4G, 512M; default: half of RAM).")
@@ -43,9 +45,10 @@ struct OptionGroup {
 
     /// What loading a model may allocate (`--max-memory`): every verb that reads a model.
     static let loading = OptionGroup(options: [CommonOptions.maxMemory])
-    /// How the kernels compute (`--precision`, `--int8-activations`, `--threads`): the verbs that
+    /// How the kernels compute (`--precision`, `--activations`, `--int8-activations`, `--threads`): the verbs that
     /// run a function for its outputs (`run`, `generate`, `bench`).
-    static let kernels = OptionGroup(options: [CommonOptions.precision, CommonOptions.int8Activations, CommonOptions.threads])
+    static let kernels = OptionGroup(options: [CommonOptions.precision, CommonOptions.activations, CommonOptions.int8Activations,
+                                               CommonOptions.threads])
     /// What feeds an LLM function besides its tokens (`--contract`, `--static-input`): the verbs
     /// that build generation calls (`generate`, `bench`, `diagnose`).
     static let contract = OptionGroup(options: [ContractOption.option, StaticInputOption.option])

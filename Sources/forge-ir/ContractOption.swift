@@ -23,7 +23,7 @@ enum ContractOption {
     static func generator(_ args: ParsedArguments, model: Model, precision: Precision) throws -> Generator {
         let c = try contract(args, model: model)
         let session = try Session(model: model, function: c.decodeFunction, precision: precision,
-                                  int8Activations: args.flag("int8-activations"))
+                                  activations: try args.activations())
         let g = try Generator(session: session, contract: c)
         for (name, array) in try StaticInputOption.arrays(args, contract: c) { try g.bind(name, to: array) }
         if let p = c.provider { try g.add(TableRowProvider(p)) }

@@ -6,8 +6,39 @@ import Generation
 /// The memory-bandwidth bound of decoding: bytes one decoded token must read (weights as
 /// stored + the live KV cache) over the machine's read bandwidth, measured in the same run.
 struct DecodeBound {
+    /// The size of the buffer the bandwidth probe sums: twice the largest CPU cache
+    /// (``largestCacheBytes``), at least 256 MiB, at most 4 GiB. A buffer that fits in the last
+    /// level cache would measure the cache, not memory: this session's Xeon has a 300 MiB L3,
+    /// more than a 256 MiB probe. Twice the cache is streamed through it, so each pass reads
+    /// from memory (the cache holds at most half of it).
+    static func probeBytes(largestCache: Int = largestCacheBytes()) -> Int {
+        min(max(256 << 20, 2 * largestCache), 4 << 30)
+    }
+
+    /// The largest cache of CPU 0 in bytes (`/sys/devices/system/cpu/cpu0/cache/index*/size`,
+    /// e.g. `307200K`), or 0 when the files are absent (not Linux) or unreadable.
+    static func largestCacheBytes(root: String = "/sys/devices/system/cpu/cpu0/cache") -> Int {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: root) else { return 0 }
+        var best = 0
+        for e in entries where e.hasPrefix("index") {
+            guard let raw = try? String(contentsOfFile: root + "/" + e + "/size", encoding: .utf8) else { continue }
+            best = max(best, parseCacheSize(raw.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0)
+        }
+        return best
+    }
+
+    /// `307200K` → 314572800; `2M`, `48K`, a plain byte count; nil for anything else.
+    static func parseCacheSize(_ s: String) -> Int? {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+        if let last = s.last, let unit = units[last] {
+            guard let v = Int(s.dropLast()), v >= 0, v <= (1 << 40) / unit else { return nil }
+            return v * unit
+        }
+        return Int(s).flatMap { $0 >= 0 ? $0 : nil }
+    }
+
     /// Bytes read per second by `threads` threads summing one buffer (best of `passes`).
-    static func measureReadBandwidth(bytes: Int = 256 << 20, threads: Int, passes: Int = 3) -> Double {
+    static func measureReadBandwidth(bytes: Int = probeBytes(), threads: Int, passes: Int = 3) -> Double {
         let count = bytes / 8
         let buf = UnsafeMutablePointer<UInt64>.allocate(capacity: count)
         defer { buf.deallocate() }

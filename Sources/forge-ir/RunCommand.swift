@@ -6,7 +6,7 @@ import Interpreter
 import JSON
 
 /// `forge-ir run MODEL [--inputs F.npz] [--input NAME=F.npy]… [--out DIR] [--state-in DIR]
-/// [--state-out DIR] [--static-input NAME=FILE]… [--function NAME] [--precision fp32|fp16] [--int8-activations] [--repeat N] [--json]`
+/// [--state-out DIR] [--static-input NAME=FILE]… [--function NAME] [--precision fp32|fp16] [--activations fp32|int16|int8] [--repeat N] [--json]`
 enum RunCommand: Command {
     static let spec = CommandSpec(
         name: "run",
@@ -58,7 +58,7 @@ enum RunCommand: Command {
         let maxBytes = try byteCount(args.value("max-output-bytes") ?? "1G", option: "max-output-bytes")
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed,
-                                  int8Activations: args.flag("int8-activations"))
+                                  activations: try args.activations())
         try StaticInputOption.bind(args, plan: session.plan)
         let inputs = try readInputs(args, singles: singles, session: session)
         try checkObserved(observed, in: session)

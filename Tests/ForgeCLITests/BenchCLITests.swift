@@ -37,6 +37,41 @@ extension CLITests {
         XCTAssertEqual(json["decode_samples_tok_s"]?.arrayValue?.count, 2)
         // The package on disk: model.mlmodel + weight.bin + Manifest.json.
         XCTAssertGreaterThan(number("model_size_bytes") ?? 0, 10_000_000)
+        // The bandwidth probe streams twice the largest cache (at least 256 MiB), read here
+        // from sysfs independently of the binary.
+        var cache = 0
+        let root = "/sys/devices/system/cpu/cpu0/cache"
+        for e in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] where e.hasPrefix("index") {
+            guard let raw = try? String(contentsOfFile: "\(root)/\(e)/size", encoding: .utf8) else { continue }
+            let t = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            let mult = t.hasSuffix("K") ? 1024 : t.hasSuffix("M") ? 1 << 20 : 1
+            cache = max(cache, (Int(t.trimmingCharacters(in: CharacterSet(charactersIn: "KM"))) ?? 0) * mult)
+        }
+        XCTAssertEqual(json["largest_cache_bytes"]?.intValue, cache)
+        XCTAssertEqual(json["bandwidth_probe_bytes"]?.intValue, min(max(256 << 20, 2 * cache), 4 << 30))
+        XCTAssertGreaterThan(number("read_bandwidth_bytes_s") ?? 0, 0)
+        // The working-set bound: its bandwidth over the same bytes per token.
+        let ws = number("read_bandwidth_working_set_bytes_s") ?? 0, perToken = (number("decode_weight_bytes_per_token") ?? 0) + (number("decode_kv_bytes_per_token") ?? 0)
+        XCTAssertGreaterThan(ws, 0)
+        XCTAssertEqual(number("decode_bound_working_set_tok_s") ?? 0, ws / perToken, accuracy: 1e-6 * ws / perToken)
+    }
+
+    /// `--activations int16` runs (and says so in the JSON, with the ISA of its route);
+    /// `--int8-activations` is `--activations int8`, and contradicting it is a usage error.
+    func testBenchActivationModes() throws {
+        let model = try fixture("smollm2_twin_int8.mlpackage")
+        let r = try run(["bench", model, "-p", "4", "-n", "2", "-r", "1", "--activations", "int16", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        let json = try JSONValue.parse(r.stdout)
+        XCTAssertEqual(json["activations"]?.stringValue, "int16", r.stdout)
+        XCTAssertNotNil(json["kernel_isa"]?["int8_q16"]?.stringValue, r.stdout)
+        let old = try run(["bench", model, "-p", "4", "-n", "0", "-r", "1", "--int8-activations", "--json"])
+        XCTAssertEqual(old.status, 0, old.stderr)
+        XCTAssertEqual(try JSONValue.parse(old.stdout)["activations"]?.stringValue, "int8", old.stdout)
+        let both = try run(["bench", model, "-p", "4", "-n", "0", "--int8-activations", "--activations", "int16"])
+        XCTAssertEqual(both.status, 64, both.stderr)
+        XCTAssertTrue(both.stderr.contains("--activations int8"), both.stderr)
+        XCTAssertTrue(both.stderr.hasPrefix("forge-ir: error: --int8-activations means"), both.stderr)
     }
 
     func testBenchTableAndMarkdown() throws {

@@ -84,6 +84,16 @@ void fk_qgemm_nt(long M, long N, long K, const float *A, long lda, const fk_qmat
 int fk_qgemm_nt_q8(long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0,
                    float *C, long ldc, const float *bias, int accumulate);
 
+/// ``fk_qgemm_nt_q8`` with int16 activations (opt-in; not Core ML's numerics, ~256× finer
+/// steps than Q8): each activation row is quantized per block of 32 to int16 (d = max|x| /
+/// 32767, q = x / d rounded to nearest even), the int8 weights are sign-extended to int16 and
+/// each block's Σ q_x·q_w is summed exactly in int32 (|Σ| < 2^28), then scaled by s_w·d (fp32
+/// total; an offset o_w subtracts s_w·o_w·d·Σq_x). AVX-512 VNNI: 256-bit vpdpwssd; AVX2:
+/// vpmaddwd; portable: plain loops — all give the same int32 block sums. Same shapes and
+/// fall-backs as ``fk_qgemm_nt_q8``; returns 1 when the int16 route ran, 0 when it fell back.
+int fk_qgemm_nt_q16(long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0,
+                    float *C, long ldc, const float *bias, int accumulate);
+
 /// out[i*ldo + c] = W(r0 + i, c0 + c) for i < rows, c < cols.
 void fk_dequant(const fk_qmatrix *W, long r0, long rows, long c0, long cols, float *out, long ldo);
 

@@ -16,9 +16,9 @@ public final class Session {
     ///   - sharing: another function's states to run on (a prefill / decode pair of one
     ///     package); every state of this function must be there with the same type.
     /// - Throws: `InterpreterError.unsupportedOps` (every op without a kernel), or a state error.
-    /// `int8Activations`: see ``ExecutionPlan/init(function:precision:observing:int8Activations:)``.
+    /// `activations`: see ``ExecutionPlan/init(function:precision:observing:activations:)``.
     public init(model: Model, function name: String? = nil, precision: Precision = .fp32, observing: ObservedValues = .none,
-                sharing: StateStore? = nil, int8Activations: Bool = false) throws {
+                sharing: StateStore? = nil, activations: ActivationQuantization = .exact) throws {
         self.model = model
         self.precision = precision
         let fname = name ?? model.defaultFunctionName
@@ -26,7 +26,7 @@ public final class Session {
             throw InterpreterError.unsupported(model.program.noFunctionMessage(fname))
         }
         function = f
-        plan = try ExecutionPlan(function: f, precision: precision, observing: observing, int8Activations: int8Activations)
+        plan = try ExecutionPlan(function: f, precision: precision, observing: observing, activations: activations)
         if let shared = sharing {
             for v in f.stateInputs {
                 guard let t = v.type.stateWrappedTensor, let b = shared.buffers[v.name],

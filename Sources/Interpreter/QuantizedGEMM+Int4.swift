@@ -1,0 +1,86 @@
+import CKernels
+
+/// Products with an int4 weight kept packed two values a byte (``Int8Buffer/isPackedInt4``: an
+/// int4 `constexpr_blockwise_shift_scale` blob read in place from the mapped weight file, as
+/// coremltools' `linear_quantize_weights(dtype="int4", granularity="per_block")` writes it).
+///
+/// Up to ``int4GEMVRows`` activation rows (decode): `fk_q4_gemv` (CKernels, CKInt4Linear.h)
+/// widens each run of 32 packed values in registers and dots it with the activations, scaled
+/// once per block, in fp32 — the packed bytes are the only weight bytes read. More rows
+/// (prefill), or a layout the direct kernel does not take (the input axis or its blocks not a
+/// multiple of 32): panels of 32 weight rows are dequantized to fp32 (`fk_q4_dequant`) and
+/// multiplied with the fp32 GEMM kernel. An odd row length (rows not starting on a byte) runs
+/// the int8 kernels on an unpacked copy. Activations stay fp32 (`int8Activations` does not
+/// apply).
+extension QuantizedGEMM {
+    /// Activation rows up to which the packed weight is dotted directly (each row re-widens it).
+    static let int4GEMVRows = 4
+
+    /// Weight rows per dequantized panel of the many-rows route.
+    static let int4PanelRows = 32
+
+    /// Calls `body` with the C descriptor of the packed int4 `q` (valid only inside `body`), or
+    /// returns nil when `q` is not packed, not a rank-2 block layout, or has odd rows.
+    static func withInt4Matrix<R>(_ q: QuantizedTensor, _ body: (UnsafePointer<fk_q4matrix>) throws -> R) throws -> R? {
+        guard q.data.isPackedInt4, let l = layout(q), l.cols % 2 == 0 else { return nil }
+        return try q.data.withUnsafeBufferPointer { d in
+            let bytes = UnsafeRawPointer(d.baseAddress!).assumingMemoryBound(to: UInt8.self)
+            func make(_ scale: UnsafePointer<Float>?, _ half: UnsafePointer<UInt16>?) throws -> R {
+                func with(_ o: UnsafePointer<Float>?) throws -> R {
+                    var m = fk_q4matrix(data: bytes, ld: l.cols, scale: scale, scale_h: half, offset: o,
+                                        block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD)
+                    return try body(&m)
+                }
+                if let off = q.offset { return try off.withUnsafeBufferPointer { try with($0.baseAddress) } }
+                return try with(nil)
+            }
+            switch q.scales {
+            case let .float(a): return try a.withUnsafeBufferPointer { try make($0.baseAddress, nil) }
+            case let .half(h): return try h.withUnsafeBufferPointer { try make(nil, $0.baseAddress) }
+            }
+        }
+    }
+
+    /// ``nt(m:a:lda:weight:c:ldc:bias:accumulate:threaded:int8Activations:)`` for a packed int4
+    /// weight.
+    static func ntInt4(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor,
+                       c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>?,
+                       accumulate: Bool, threaded: Bool) throws {
+        let n = q.shape[0], k = q.shape[1]
+        let acc: Int32 = accumulate ? 1 : 0
+        let work = threaded ? m * n * max(k, 1) : 0
+        let ran: Void? = try withInt4Matrix(q) { w in
+            if m <= int4GEMVRows, fk_q4_gemv_fits(w, k) != 0 {
+                let xs = UnsafeMutablePointer<Float>.allocate(capacity: m * fk_q4_split_floats(k))
+                defer { xs.deallocate() }
+                fk_q4_split(m, k, a, lda, xs)
+                GEMM.parallelChunks(n, align: 16, work: work) { r in
+                    fk_q4_gemv(m, r.count, k, xs, w, r.lowerBound, c + r.lowerBound, ldc, bias.map { $0 + r.lowerBound }, acc)
+                }
+                return
+            }
+            GEMM.parallelChunks(n, align: int4PanelRows, work: work) { r in
+                let panel = UnsafeMutablePointer<Float>.allocate(capacity: max(1, int4PanelRows * k))
+                defer { panel.deallocate() }
+                var j = r.lowerBound
+                while j < r.upperBound {
+                    let rows = min(int4PanelRows, r.upperBound - j)
+                    fk_q4_dequant(w, j, rows, k, panel, k)
+                    fk_sgemm_nt(m, rows, k, a, lda, panel, k, c + j, ldc, bias.map { $0 + j }, acc)
+                    j += rows
+                }
+            }
+        }
+        if ran == nil {
+            try nt(m: m, a: a, lda: lda, weight: unpacked(q), c: c, ldc: ldc, bias: bias, accumulate: accumulate, threaded: threaded)
+        }
+    }
+
+    /// `q` with its values one a byte (a copy when packed int4, else `q`): for the kernels that
+    /// read int8 data.
+    static func unpacked(_ q: QuantizedTensor) -> QuantizedTensor {
+        guard q.data.isPackedInt4 else { return q }
+        return QuantizedTensor(dtype: q.dtype, shape: q.shape, buffer: q.data.unpacked(), scales: q.scales,
+                               scaleShape: q.scaleShape, offset: q.offset)
+    }
+}
