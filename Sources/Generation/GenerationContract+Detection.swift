@@ -176,6 +176,19 @@ extension GenerationContract {
                                   staticInputs: statics, source: "detected")
     }
 
+    /// Whether `f` looks like a language model, for messages: it has states, or a float output
+    /// whose last dimension is the row count of a table an int [1, S] input gathers from (logits
+    /// over the vocabulary). An encoder (`last_hidden_state` [1, S, 384]) does not.
+    public static func looksLikeLanguageModel(_ f: Function) -> Bool {
+        if !f.stateInputs.isEmpty { return true }
+        let users = userMap(f)
+        let rows = Set(f.inputs.filter { $0.type.tensorType.map { $0.dtype.isInteger && $0.rank == 2 } ?? false }
+            .map { gatheredRows($0, users: users) }.filter { $0 > 1 })
+        return f.outputs.contains { o in
+            o.type.tensorType.map { $0.dtype.isFloat && $0.shape.last?.fixedValue.map(rows.contains) == true } ?? false
+        }
+    }
+
     static func widthUpper(_ t: TensorType) -> Int? {
         guard t.rank == 2, case let .symbol(s) = t.shape[1], case let .range(_, hi) = s.constraint else { return nil }
         return hi

@@ -56,9 +56,10 @@ enum DumpCommand: Command {
             switch contract {
             case let .success(c): out += "\n" + c.summaryLines.joined(separator: "\n") + "\n"
             case let .failure(e):
-                // Only for packages that look like LLMs (states, or an int [1, S] input).
+                // Only for packages that look like LLMs (states, or logits over the embedding table):
+                // an encoder or a classifier is no failed generation contract.
                 let f = model.program.function(named: only ?? model.defaultFunctionName)
-                if let f, !f.stateInputs.isEmpty || f.inputs.contains(where: { $0.type.tensorType.map { $0.dtype.isInteger && $0.rank == 2 } ?? false }) {
+                if let f, GenerationContract.looksLikeLanguageModel(f) {
                     out += "\ngeneration contract: none (\(e))\n"
                 }
             }

@@ -101,6 +101,16 @@ extension CLITests {
         XCTAssertTrue(dd.stdout.contains("skipped: no KV cache"), dd.stdout + dd.stderr)
     }
 
+    /// `dump --summary` of an encoder says nothing of generation contracts (it is no LLM that
+    /// failed detection); the exporters causal LM's contract is printed.
+    func testSummaryOfAnEncoderHasNoContractLine() throws {
+        let enc = try run(["dump", try fixture("foreign/hf_bert_encoder.mlpackage"), "--summary"])
+        XCTAssertEqual(enc.status, 0, enc.stderr)
+        XCTAssertFalse(enc.stdout.contains("generation contract"), enc.stdout)
+        let toy = try run(["dump", try fixture("foreign/stateful_toy_kv.mlpackage"), "--summary"])
+        XCTAssertTrue(toy.stdout.contains("generation contract: none ("), toy.stdout)
+    }
+
     /// A neural network `.mlmodel` (convert_to="neuralnetwork") is refused in one line.
     func testNeuralNetworkIsRefusedClearly() throws {
         let model = try fixture("foreign/nn_classifier.mlmodel")
