@@ -40,7 +40,9 @@ extension AttentionFusion {
             let offset: Int, kv: Int, rep: Int, headStride: Int, rows: Int, dim: Int, heads: Int
         }
 
-        func geometry(_ side: Side, _ flat: [RuntimeValue], buffer: Int) throws -> Geometry {
+        /// `packed`: copy the view into a dense [1, H, T, D] tensor even where it could be read in
+        /// place (so that K and V agree on their head grouping).
+        func geometry(_ side: Side, _ flat: [RuntimeValue], buffer: Int, packed: Bool = false) throws -> Geometry {
             let kv = try KV(flat[buffer])
             var view = LayoutView(shape: kv.shape)
             for st in side.chain {
@@ -57,8 +59,14 @@ extension AttentionFusion {
             guard shape.count == 4, shape[0] == 1 else { throw LayoutView.Mismatch(reason: "key / value view is \(shape), not [1, H, T, D]") }
             let (heads, rows, dim) = (shape[1], shape[2], shape[3])
             let d = view.factors(3), t = view.factors(2), h = view.factors(1)
-            guard d.isEmpty || d == [.init(size: dim, stride: 1)] else { throw LayoutView.Mismatch(reason: "head_dim is not contiguous") }
-            guard t.isEmpty || t == [.init(size: rows, stride: dim)] else { throw LayoutView.Mismatch(reason: "cache rows are not contiguous") }
+            guard !packed, d.isEmpty || d == [.init(size: dim, stride: 1)], t.isEmpty || t == [.init(size: rows, stride: dim)] else {
+                // Rows that are not D-contiguous (a key or value transposed from [1, S, H, D], as
+                // an encoder's attention reads them): packed once into [1, H, T, D].
+                guard case .tensor = kv else { throw LayoutView.Mismatch(reason: "cache rows are not contiguous") }
+                let dense = try view.gather(kv)
+                return Geometry(buffer: .tensor(Tensor(.fp32, shape: shape, floats: dense)), offset: 0, kv: heads, rep: 1,
+                                headStride: rows * dim, rows: rows, dim: dim, heads: heads)
+            }
             var kvHeads = 1, rep = 1, hs = 0
             switch h.count {
             case 0: break
@@ -77,7 +85,11 @@ extension AttentionFusion {
 
         func fused(_ flat: [RuntimeValue], dtype: DType) throws -> RuntimeValue {
             let q = try flat[0].dense()
-            let kg = try geometry(k, flat, buffer: 1), vg = try geometry(v, flat, buffer: 2)
+            var kg = try geometry(k, flat, buffer: 1), vg = try geometry(v, flat, buffer: 2)
+            if (kg.rep != vg.rep || kg.kv != vg.kv), case .tensor = kg.buffer, case .tensor = vg.buffer {
+                kg = try geometry(k, flat, buffer: 1, packed: true)
+                vg = try geometry(v, flat, buffer: 2, packed: true)
+            }
             guard q.rank == 4, q.shape[0] == 1, q.shape[1] == kg.heads, q.shape[3] == kg.dim else {
                 throw LayoutView.Mismatch(reason: "query \(q.shape) does not fit the key view [1, \(kg.heads), \(kg.rows), \(kg.dim)]")
             }

@@ -1,3 +1,5 @@
+import GraphIR
+
 /// A data-movement chain (`expand_dims`, `squeeze`, `transpose`, `reshape`, `tile`,
 /// `slice_by_index`) applied to a buffer, described without copying: each logical axis is a list
 /// of (size, element stride) factors, outer to inner, over a base element offset. A `tile`
@@ -32,6 +34,44 @@ struct LayoutView: Equatable {
     /// The factors of axis `i` that are not size 1.
     func factors(_ i: Int) -> [Factor] { axes[i].filter { $0.size != 1 } }
 
+    /// The element offset of every index along axis `i` (its factors as a mixed radix).
+    func offsets(_ i: Int) -> [Int] {
+        var out = [0]
+        for f in axes[i] {
+            var next = [Int]()
+            next.reserveCapacity(out.count * f.size)
+            for o in out { for j in 0..<f.size { next.append(o + j * f.stride) } }
+            out = next
+        }
+        return out
+    }
+
+    /// The view's elements in row-major order of ``shape``, read from `source` as floats.
+    /// - Throws: ``Mismatch`` when an element lies outside the source.
+    func gather(_ source: AttentionFusion.KV) throws -> [Float] {
+        let per = axes.indices.map(offsets)
+        let total = per.reduce(1) { $0 * $1.count }
+        let count = source.shape.reduce(1, *)
+        var out = [Float](repeating: 0, count: total)
+        guard total > 0 else { return out }
+        let lo = base + per.map { $0.min() ?? 0 }.reduce(0, +), hi = base + per.map { $0.max() ?? 0 }.reduce(0, +)
+        guard lo >= 0, hi < count else { throw Mismatch(reason: "view outside its buffer") }
+        try source.withStorage { raw, half in
+            out.withUnsafeMutableBufferPointer { o in
+                var idx = [Int](repeating: 0, count: per.count)
+                for n in 0..<total {
+                    var off = base
+                    for a in per.indices { off += per[a][idx[a]] }
+                    o[n] = half ? Half.toFloat(raw.load(fromByteOffset: off * 2, as: UInt16.self))
+                                : raw.load(fromByteOffset: off * 4, as: Float.self)
+                    var a = per.count - 1
+                    while a >= 0 { idx[a] += 1; if idx[a] < per[a].count { break }; idx[a] = 0; a -= 1 }
+                }
+            }
+        }
+        return out
+    }
+
     /// Why a step cannot be expressed as a view.
     struct Mismatch: Error { let reason: String }
 
@@ -58,11 +98,15 @@ struct LayoutView: Equatable {
         axes = axes.enumerated().filter { !drop.contains($0.offset) }.map(\.element)
     }
 
+    /// `perm` may count from the end (coremltools writes perms such as `[0, 2, -1, -3]` for the
+    /// key of a BERT-style attention): −k is axis rank − k, as the `transpose` kernel reads it.
     mutating func transpose(_ perm: [Int]) throws {
-        guard perm.count == axes.count, Set(perm) == Set(0..<axes.count) else {
-            throw Mismatch(reason: "transpose perm \(perm) for rank \(axes.count)")
+        let rank = axes.count
+        let norm = perm.map { $0 < 0 ? $0 + rank : $0 }
+        guard norm.count == rank, Set(norm) == Set(0..<rank) else {
+            throw Mismatch(reason: "transpose perm \(perm) for rank \(rank)")
         }
-        axes = perm.map { axes[$0] }
+        axes = norm.map { axes[$0] }
     }
 
     mutating func tile(_ reps: [Int]) throws {
