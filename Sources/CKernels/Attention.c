@@ -271,6 +271,11 @@ AI BODY_TARGET float SFX(dot_h)(const float *q, const uint16_t *k, long d) {
     return s;
 }
 
+/// q · K[j]: row j (of `d`) of the K cache at `k`, fp16 when `half`, else fp32.
+AI BODY_TARGET float SFX(dot_k)(const float *q, const void *k, int half, long j, long d) {
+    return half ? SFX(dot_h)(q, (const uint16_t *)k + j * d, d) : SFX(dot_f)(q, (const float *)k + j * d, d);
+}
+
 /// o[t0 ..< t0 + 64] = sum_i w[i] · v_row(cols[i])[…], accumulated in 8 registers; the same
 /// additions in the same order as adding into `o` column by column.
 AI BODY_TARGET void SFX(wsum64)(float *o, const float *w, const int32_t *cols, long ncols, const void *v, int half,
@@ -340,26 +345,16 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
     if (j == n) threshold = -INFINITY;
 
     const long kvoff = kvh * n * d;
+    const int kh = a->k_half;
+    const void *kbase = kh ? (const void *)((const uint16_t *)a->k + kvoff) : (const void *)((const float *)a->k + kvoff);
     long nc = 0;
     float maxv = -INFINITY;
-    if (a->k_half) {
-        const uint16_t *kb = (const uint16_t *)a->k + kvoff;
-        for (j = 0; j < n; j++) {
-            if (!(m[j] > threshold) && !isnan(m[j])) continue;
-            float x = SFX(dot_h)(q, kb + j * d, d) * a->scale + m[j];
-            w[nc] = x;
-            cols[nc++] = (int32_t)j;
-            if (x > maxv) maxv = x;
-        }
-    } else {
-        const float *kb = (const float *)a->k + kvoff;
-        for (j = 0; j < n; j++) {
-            if (!(m[j] > threshold) && !isnan(m[j])) continue;
-            float x = SFX(dot_f)(q, kb + j * d, d) * a->scale + m[j];
-            w[nc] = x;
-            cols[nc++] = (int32_t)j;
-            if (x > maxv) maxv = x;
-        }
+    for (j = 0; j < n; j++) {
+        if (!(m[j] > threshold) && !isnan(m[j])) continue;
+        float x = SFX(dot_k)(q, kbase, kh, j, d) * a->scale + m[j];
+        w[nc] = x;
+        cols[nc++] = (int32_t)j;
+        if (x > maxv) maxv = x;
     }
     if (nc == 0) {  // an all −inf mask: NaN, as the graph gives
         for (long t = 0; t < d; t++) o[t] = NAN;
