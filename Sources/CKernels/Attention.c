@@ -271,6 +271,25 @@ AI BODY_TARGET float SFX(dot_h)(const float *q, const uint16_t *k, long d) {
     return s;
 }
 
+/// The scores of one row over the columns the mask keeps (mask > `threshold`, or NaN):
+/// w[i] = (q · K[j]) · scale + m[j] and cols[i] = j for the i-th kept column j; K (`n` rows of
+/// `d`) is fp16 when `half`, else fp32. Returns the count, the largest score in *maxv.
+AI BODY_TARGET long SFX(scores)(const float *q, const void *k, int half, const float *m, float threshold, float scale,
+                                long n, long d, float *w, int32_t *cols, float *maxv) {
+    long nc = 0;
+    float mx = -INFINITY;
+    for (long j = 0; j < n; j++) {
+        if (!(m[j] > threshold) && !isnan(m[j])) continue;
+        const float dot = half ? SFX(dot_h)(q, (const uint16_t *)k + j * d, d) : SFX(dot_f)(q, (const float *)k + j * d, d);
+        const float x = dot * scale + m[j];
+        w[nc] = x;
+        cols[nc++] = (int32_t)j;
+        if (x > mx) mx = x;
+    }
+    *maxv = mx;
+    return nc;
+}
+
 /// o[t0 ..< t0 + 64] = sum_i w[i] · v_row(cols[i])[…], accumulated in 8 registers; the same
 /// additions in the same order as adding into `o` column by column.
 AI BODY_TARGET void SFX(wsum64)(float *o, const float *w, const int32_t *cols, long ncols, const void *v, int half,
@@ -340,27 +359,10 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
     if (j == n) threshold = -INFINITY;
 
     const long kvoff = kvh * n * d;
-    long nc = 0;
-    float maxv = -INFINITY;
-    if (a->k_half) {
-        const uint16_t *kb = (const uint16_t *)a->k + kvoff;
-        for (j = 0; j < n; j++) {
-            if (!(m[j] > threshold) && !isnan(m[j])) continue;
-            float x = SFX(dot_h)(q, kb + j * d, d) * a->scale + m[j];
-            w[nc] = x;
-            cols[nc++] = (int32_t)j;
-            if (x > maxv) maxv = x;
-        }
-    } else {
-        const float *kb = (const float *)a->k + kvoff;
-        for (j = 0; j < n; j++) {
-            if (!(m[j] > threshold) && !isnan(m[j])) continue;
-            float x = SFX(dot_f)(q, kb + j * d, d) * a->scale + m[j];
-            w[nc] = x;
-            cols[nc++] = (int32_t)j;
-            if (x > maxv) maxv = x;
-        }
-    }
+    float maxv;
+    // A constant `half` in each call: the score loop is compiled once per K dtype.
+    const long nc = a->k_half ? SFX(scores)(q, (const uint16_t *)a->k + kvoff, 1, m, threshold, a->scale, n, d, w, cols, &maxv)
+                              : SFX(scores)(q, (const float *)a->k + kvoff, 0, m, threshold, a->scale, n, d, w, cols, &maxv);
     if (nc == 0) {  // an all −inf mask: NaN, as the graph gives
         for (long t = 0; t < d; t++) o[t] = NAN;
         return;

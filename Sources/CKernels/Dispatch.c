@@ -58,14 +58,25 @@ int fk_cpu_has_vnni(void) {
 #endif
 }
 
-void fk_sgemm_nt(FK_ARGS_NT) {
+/// The ladder of an entry point every level has a body for (`fk__<name>_avx512`, which may
+/// decline the shape, `_avx2`, `_gen`, all taking the entry point's arguments): the body of the
+/// highest level at or below ``fk_simd_level`` that takes the shape.
 #if FK_X86
-    const int l = fk_simd_level();
-    if (l >= 2 && fk__sgemm_nt_avx512(M, N, K, A, lda, B, ldb, C, ldc, bias, acc)) return;
-    if (l >= 1) { fk__sgemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
+#define FK_DISPATCH(name, ...)                                   \
+    do {                                                         \
+        const int l = fk_simd_level();                           \
+        if (l >= 2 && fk__##name##_avx512(__VA_ARGS__)) return;  \
+        if (l >= 1) {                                            \
+            fk__##name##_avx2(__VA_ARGS__);                      \
+            return;                                              \
+        }                                                        \
+        fk__##name##_gen(__VA_ARGS__);                           \
+    } while (0)
+#else
+#define FK_DISPATCH(name, ...) fk__##name##_gen(__VA_ARGS__)
 #endif
-    fk__sgemm_nt_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
-}
+
+void fk_sgemm_nt(FK_ARGS_NT) { FK_DISPATCH(sgemm_nt, M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
 
 long fk_sgemm_nt_packed_size(long N, long K) {
 #if FK_X86
@@ -95,32 +106,11 @@ int fk_sgemm_nt_packed(long M, long N, long K, const float *A, long lda, const f
     return 0;
 }
 
-void fk_sgemm_nn(FK_ARGS_NT) {
-#if FK_X86
-    const int l = fk_simd_level();
-    if (l >= 2 && fk__sgemm_nn_avx512(M, N, K, A, lda, B, ldb, C, ldc, bias, acc)) return;
-    if (l >= 1) { fk__sgemm_nn_avx2(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); return; }
-#endif
-    fk__sgemm_nn_gen(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
-}
+void fk_sgemm_nn(FK_ARGS_NT) { FK_DISPATCH(sgemm_nn, M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
 
-void fk_qgemm_nt(FK_ARGS_Q) {
-#if FK_X86
-    const int l = fk_simd_level();
-    if (l >= 2 && fk__qgemm_nt_avx512(M, N, K, A, lda, W, n0, C, ldc, bias, acc)) return;
-    if (l >= 1) { fk__qgemm_nt_avx2(M, N, K, A, lda, W, n0, C, ldc, bias, acc); return; }
-#endif
-    fk__qgemm_nt_gen(M, N, K, A, lda, W, n0, C, ldc, bias, acc);
-}
+void fk_qgemm_nt(FK_ARGS_Q) { FK_DISPATCH(qgemm_nt, M, N, K, A, lda, W, n0, C, ldc, bias, acc); }
 
-void fk_dequant(FK_ARGS_DQ) {
-#if FK_X86
-    const int l = fk_simd_level();
-    if (l >= 2 && fk__dequant_avx512(W, r0, rows, c0, cols, out, ldo)) return;
-    if (l >= 1) { fk__dequant_avx2(W, r0, rows, c0, cols, out, ldo); return; }
-#endif
-    fk__dequant_gen(W, r0, rows, c0, cols, out, ldo);
-}
+void fk_dequant(FK_ARGS_DQ) { FK_DISPATCH(dequant, W, r0, rows, c0, cols, out, ldo); }
 
 void fk_softmax_rows(float *x, long rows, long n, long ld) {
 #if FK_X86

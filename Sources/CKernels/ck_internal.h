@@ -44,30 +44,26 @@ static inline float fk__h2f(uint16_t h) {
 
 /// The bodies of each level. Dispatch.c is the only caller; no level calls another, so each
 /// file (KernelsPortable.c, KernelsAVX2.c, KernelsAVX512.c) depends on these headers only.
-// Level 0 (KernelsPortable.c): every shape.
-FK_HIDDEN void fk__sgemm_nt_gen(FK_ARGS_NT);
-FK_HIDDEN void fk__sgemm_nn_gen(FK_ARGS_NT);
-FK_HIDDEN void fk__qgemm_nt_gen(FK_ARGS_Q);
-FK_HIDDEN void fk__dequant_gen(FK_ARGS_DQ);
-FK_HIDDEN void fk__softmax_rows_gen(float *x, long rows, long n, long ld);
-FK_HIDDEN void fk__gelu_erf_gen(const float *x, float *y, long n);
-/// Quantizes one activation row for the Q8 (`bits` 8, int8_t `q`) or Q16 (16, int16_t) route.
-FK_HIDDEN int fk__qx_quantize_gen(int bits, long K, const float *x, void *q, float *d, float *qs);
-FK_HIDDEN void fk__q8_gemv_gen(FK_ARGS_Q8);
-FK_HIDDEN void fk__q16_gemv_gen(FK_ARGS_Q16);
+// Levels 0 and 1 have the same bodies, each taking every shape: fk__<body>_<level>, declared
+// once for both here. `qx_quantize` quantizes one activation row for the Q8 (`bits` 8, int8_t
+// `q`) or Q16 (16, int16_t) route.
+#define FK_EVERY_SHAPE_BODIES(level)                                                                 \
+    FK_HIDDEN void fk__sgemm_nt_##level(FK_ARGS_NT);                                                 \
+    FK_HIDDEN void fk__sgemm_nn_##level(FK_ARGS_NT);                                                 \
+    FK_HIDDEN void fk__qgemm_nt_##level(FK_ARGS_Q);                                                  \
+    FK_HIDDEN void fk__dequant_##level(FK_ARGS_DQ);                                                  \
+    FK_HIDDEN void fk__softmax_rows_##level(float *x, long rows, long n, long ld);                   \
+    FK_HIDDEN void fk__gelu_erf_##level(const float *x, float *y, long n);                           \
+    FK_HIDDEN int fk__qx_quantize_##level(int bits, long K, const float *x, void *q, float *d, float *qs); \
+    FK_HIDDEN void fk__q8_gemv_##level(FK_ARGS_Q8);                                                  \
+    FK_HIDDEN void fk__q16_gemv_##level(FK_ARGS_Q16);
+// Level 0 (KernelsPortable.c).
+FK_EVERY_SHAPE_BODIES(gen)
 
 #if defined(__x86_64__) || defined(__i386__)
 #define FK_X86 1
-// Level 1 (KernelsAVX2.c): every shape.
-FK_HIDDEN void fk__sgemm_nt_avx2(FK_ARGS_NT);
-FK_HIDDEN void fk__sgemm_nn_avx2(FK_ARGS_NT);
-FK_HIDDEN void fk__qgemm_nt_avx2(FK_ARGS_Q);
-FK_HIDDEN void fk__dequant_avx2(FK_ARGS_DQ);
-FK_HIDDEN void fk__softmax_rows_avx2(float *x, long rows, long n, long ld);
-FK_HIDDEN void fk__gelu_erf_avx2(const float *x, float *y, long n);
-FK_HIDDEN int fk__qx_quantize_avx2(int bits, long K, const float *x, void *q, float *d, float *qs);
-FK_HIDDEN void fk__q8_gemv_avx2(FK_ARGS_Q8);
-FK_HIDDEN void fk__q16_gemv_avx2(FK_ARGS_Q16);
+// Level 1 (KernelsAVX2.c).
+FK_EVERY_SHAPE_BODIES(avx2)
 // Level 2 (KernelsAVX512.c): return 1 when done, 0 for a shape (or an out-of-memory case)
 // they leave to the level below.
 FK_HIDDEN int fk__sgemm_nt_avx512(FK_ARGS_NT);

@@ -159,18 +159,22 @@ public enum DescriptionJSON {
         func params(_ p: [DType: ParameterStats]) -> JSONValue {
             .object(Dictionary(uniqueKeysWithValues: p.map { ($0.key.rawValue, JSONValue.object(["count": .int($0.value.count), "bytes": .int($0.value.bytes)])) }))
         }
+        func totals(_ t: ParameterTotals, _ more: [String: JSONValue]) -> JSONValue {
+            .object(more.merging([
+                "parameters": params(t.parameters),
+                "parameter_count": .int(t.parameterCount),
+                "stored_value_count": .int(t.storedValueCount),
+                "parameter_bytes": .int(t.parameterBytes),
+                "blob_count": .int(t.blobCount),
+                "blob_bytes": .int(t.blobBytes),
+            ]) { own, _ in own })
+        }
         let fs: [JSONValue] = s.functions.sorted { $0.name < $1.name }.filter { function == nil || $0.name == function }.map { f in
-            .object([
+            totals(f, [
                 "name": .string(f.name),
                 "opset": .string(f.opset),
                 "op_counts": .object(f.opCounts.mapValues { .int($0) }),
                 "op_total": .int(f.opTotal),
-                "parameters": params(f.parameters),
-                "parameter_count": .int(f.parameterCount),
-                "stored_value_count": .int(f.storedValueCount),
-                "parameter_bytes": .int(f.parameterBytes),
-                "blob_count": .int(f.blobCount),
-                "blob_bytes": .int(f.blobBytes),
                 "state_count": .int(f.stateCount),
                 "state_bytes": .int(f.stateBytes),
                 "states": .array(f.states.map { st in
@@ -183,15 +187,6 @@ public enum DescriptionJSON {
                 }),
             ])
         }
-        return .object([
-            "functions": .array(fs),
-            "parameters": params(s.parameters),
-            "parameter_count": .int(s.parameterCount),
-            "stored_value_count": .int(s.storedValueCount),
-            "parameter_bytes": .int(s.parameterBytes),
-            "blob_count": .int(s.blobCount),
-            "blob_bytes": .int(s.blobBytes),
-            "weight_file_bytes": .int(s.weightFileBytes),
-        ])
+        return totals(s, ["functions": .array(fs), "weight_file_bytes": .int(s.weightFileBytes)])
     }
 }

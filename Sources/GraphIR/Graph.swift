@@ -57,7 +57,7 @@ public final class Op {
     public var type: String
     /// Named inputs in file order.
     public var inputs: [OpInput]
-    public private(set) var outputs: [Value]
+    public private(set) var outputs: [Value] = []
     /// Nested blocks (`cond`, `while_loop`).
     public var blocks: [Block]
     public var attributes: [Attribute]
@@ -67,7 +67,6 @@ public final class Op {
     public init(type: String, inputs: [OpInput] = [], outputs: [Value] = [], blocks: [Block] = [], attributes: [Attribute] = []) {
         self.type = type
         self.inputs = inputs
-        self.outputs = []
         self.blocks = blocks
         self.attributes = attributes
         setOutputs(outputs)
@@ -98,6 +97,13 @@ public final class Op {
         return i.operands[0]
     }
 
+    /// The op producing the single value bound to input `name` when that op is of `type`, else
+    /// nil: `log.producer(of: "x", type: "softmax")` matches `log(x = softmax(…))`.
+    public func producer(of name: String, type: String) -> Op? {
+        guard let p = operand(name)?.value?.producer, p.type == type else { return nil }
+        return p
+    }
+
     /// Every value this op reads (inputs in order).
     public var operandValues: [Value] {
         inputs.flatMap { $0.operands.compactMap(\.value) }
@@ -110,14 +116,13 @@ public final class Op {
 /// A list of operations with inputs and outputs (a function body or a nested block).
 public final class Block {
     public var inputs: [Value]
-    public private(set) var operations: [Op]
+    public private(set) var operations: [Op] = []
     /// Values returned by the block (may be defined in an enclosing scope).
     public var outputs: [Value]
     public var attributes: [Attribute]
 
     public init(inputs: [Value] = [], operations: [Op] = [], outputs: [Value] = [], attributes: [Attribute] = []) {
         self.inputs = inputs
-        self.operations = []
         self.outputs = outputs
         self.attributes = attributes
         setOperations(operations)

@@ -8,25 +8,37 @@ public struct ParameterStats: Hashable, Sendable {
     }
 }
 
+/// The parameter totals a ``FunctionSummary`` and the ``ModelSummary`` both report (the
+/// model's count each blob once across its functions), with the totals derived from them.
+public protocol ParameterTotals {
+    /// Constant tensor payloads by dtype: `const` values, inline constant operands and the
+    /// non-`name` attributes of `constexpr_*` ops; immediate and blob, each distinct blob once.
+    var parameters: [DType: ParameterStats] { get }
+    /// The parameters as a model card counts them: ``WeightCount``.
+    var parameterCount: Int { get }
+    /// Distinct blobs referenced.
+    var blobCount: Int { get }
+    /// Bytes of the payloads that live in weight files (distinct blobs).
+    var blobBytes: Int { get }
+}
+
+extension ParameterTotals {
+    /// Every stored constant value (int8 data, their scales, small integer constants…).
+    public var storedValueCount: Int { parameters.values.reduce(0) { $0 + $1.count } }
+    public var parameterBytes: Int { parameters.values.reduce(0) { $0 + $1.bytes } }
+}
+
 /// Counts of one function: operations, constant parameters, states.
-public struct FunctionSummary: Sendable {
+public struct FunctionSummary: ParameterTotals, Sendable {
     public var name: String
     /// Proto opset string, e.g. `CoreML8`.
     public var opset: String
     /// Operations by type, nested blocks included (`const` counted too).
     public var opCounts: [String: Int]
     public var opTotal: Int { opCounts.values.reduce(0, +) }
-    /// Constant tensor payloads by dtype: `const` values, inline constant operands and the
-    /// non-`name` attributes of `constexpr_*` ops; immediate and blob, each distinct blob once.
     public var parameters: [DType: ParameterStats]
-    /// The model's parameters as a model card counts them: ``WeightCount``.
     public var parameterCount: Int
-    /// Every stored constant value (int8 data, their scales, small integer constants…).
-    public var storedValueCount: Int { parameters.values.reduce(0) { $0 + $1.count } }
-    public var parameterBytes: Int { parameters.values.reduce(0) { $0 + $1.bytes } }
-    /// Bytes of the payloads that live in weight files (distinct blobs).
     public var blobBytes: Int
-    /// Distinct blobs referenced.
     public var blobCount: Int
     /// State inputs: name, wrapped tensor type, bytes (nil when the shape is not static).
     public var states: [(name: String, type: TensorType, bytes: Int?)]
@@ -37,14 +49,12 @@ public struct FunctionSummary: Sendable {
 /// What `forge-ir dump --summary` shows: per function op counts, parameters and states, plus
 /// model-wide parameter totals (each blob counted once even when several functions share it)
 /// and the weight file size.
-public struct ModelSummary: Sendable {
+public struct ModelSummary: ParameterTotals, Sendable {
     public var functions: [FunctionSummary]
     /// Model-wide parameters (distinct blobs once across all functions).
     public var parameters: [DType: ParameterStats]
     /// The model's parameters as a model card counts them: ``WeightCount``, each blob once.
     public var parameterCount: Int
-    public var storedValueCount: Int { parameters.values.reduce(0) { $0 + $1.count } }
-    public var parameterBytes: Int { parameters.values.reduce(0) { $0 + $1.bytes } }
     public var blobCount: Int
     public var blobBytes: Int
     /// Total size of the mapped weight files (0 when none).

@@ -129,31 +129,39 @@ enum ConvKernels {
     static func im2col(_ x: UnsafePointer<Float>, channels: Int, _ I: [Int], _ K: [Int], _ S: [Int], _ D: [Int], _ P: [Int], _ O: [Int],
                        into cols: UnsafeMutablePointer<Float>) {
         let inP = I[0] * I[1] * I[2], outP = O[0] * O[1] * O[2]
+        forEachColumnRow(channels: channels, K) { row, c, kd, kh, kw in
+            let xc = x + c * inP, dst = cols + row * outP
+            var o = 0
+            for od in 0..<O[0] {
+                let id = od * S[0] - P[0] + kd * D[0]
+                for oh in 0..<O[1] {
+                    let ih = oh * S[1] - P[1] + kh * D[1]
+                    if id < 0 || id >= I[0] || ih < 0 || ih >= I[1] {
+                        for ow in 0..<O[2] { dst[o + ow] = 0 }
+                    } else {
+                        let src = xc + (id * I[1] + ih) * I[2]
+                        for ow in 0..<O[2] {
+                            let iw = ow * S[2] - P[2] + kw * D[2]
+                            dst[o + ow] = (iw >= 0 && iw < I[2]) ? src[iw] : 0
+                        }
+                    }
+                    o += O[2]
+                }
+            }
+        }
+    }
+
+    /// The rows of a column matrix (``im2col``, ``col2im``), in order: one per channel and
+    /// kernel offset `(kd, kh, kw)`, channel-major; `row` counts them from 0.
+    @inline(__always)
+    static func forEachColumnRow(channels: Int, _ K: [Int], _ body: (_ row: Int, _ channel: Int, _ kd: Int, _ kh: Int, _ kw: Int) -> Void) {
         var row = 0
         for c in 0..<channels {
-            let xc = x + c * inP
             for kd in 0..<K[0] {
                 for kh in 0..<K[1] {
                     for kw in 0..<K[2] {
-                        let dst = cols + row * outP
+                        body(row, c, kd, kh, kw)
                         row += 1
-                        var o = 0
-                        for od in 0..<O[0] {
-                            let id = od * S[0] - P[0] + kd * D[0]
-                            for oh in 0..<O[1] {
-                                let ih = oh * S[1] - P[1] + kh * D[1]
-                                if id < 0 || id >= I[0] || ih < 0 || ih >= I[1] {
-                                    for ow in 0..<O[2] { dst[o + ow] = 0 }
-                                } else {
-                                    let src = xc + (id * I[1] + ih) * I[2]
-                                    for ow in 0..<O[2] {
-                                        let iw = ow * S[2] - P[2] + kw * D[2]
-                                        dst[o + ow] = (iw >= 0 && iw < I[2]) ? src[iw] : 0
-                                    }
-                                }
-                                o += O[2]
-                            }
-                        }
                     }
                 }
             }
@@ -288,28 +296,19 @@ enum ConvKernels {
     static func col2im(_ cols: UnsafePointer<Float>, channels: Int, _ g: ConvTransposeGeometry, into out: UnsafeMutablePointer<Float>) {
         let I = g.I, K = g.K, S = g.S, D = g.D, P = g.P, O = g.O
         let inP = g.inPositions, outP = g.outPositions
-        var row = 0
-        for co in 0..<channels {
-            let dst = out + co * outP
-            for kd in 0..<K[0] {
-                for kh in 0..<K[1] {
-                    for kw in 0..<K[2] {
-                        let src = cols + row * inP
-                        row += 1
-                        for id in 0..<I[0] {
-                            let od = id * S[0] - P[0] + kd * D[0]
-                            if od < 0 || od >= O[0] { continue }
-                            for ih in 0..<I[1] {
-                                let oh = ih * S[1] - P[1] + kh * D[1]
-                                if oh < 0 || oh >= O[1] { continue }
-                                let s = src + (id * I[1] + ih) * I[2]
-                                let d = dst + (od * O[1] + oh) * O[2]
-                                for iw in 0..<I[2] {
-                                    let ow = iw * S[2] - P[2] + kw * D[2]
-                                    if ow >= 0 && ow < O[2] { d[ow] += s[iw] }
-                                }
-                            }
-                        }
+        forEachColumnRow(channels: channels, K) { row, co, kd, kh, kw in
+            let dst = out + co * outP, src = cols + row * inP
+            for id in 0..<I[0] {
+                let od = id * S[0] - P[0] + kd * D[0]
+                if od < 0 || od >= O[0] { continue }
+                for ih in 0..<I[1] {
+                    let oh = ih * S[1] - P[1] + kh * D[1]
+                    if oh < 0 || oh >= O[1] { continue }
+                    let s = src + (id * I[1] + ih) * I[2]
+                    let d = dst + (od * O[1] + oh) * O[2]
+                    for iw in 0..<I[2] {
+                        let ow = iw * S[2] - P[2] + kw * D[2]
+                        if ow >= 0 && ow < O[2] { d[ow] += s[iw] }
                     }
                 }
             }

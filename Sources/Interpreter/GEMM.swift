@@ -68,19 +68,25 @@ public enum GEMM {
     static func nt(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
                    c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
                    accumulate: Bool = false, threaded: Bool = true) {
-        guard m > 0, n > 0 else { return }
         let acc: Int32 = accumulate ? 1 : 0
+        // Column panels: AVX-512 32 wide, AVX2 3 · 4.
+        splitProduct(m: m, n: n, k: k, threaded: threaded, wideFrom: 32, columnAlign: simdLevel >= 2 ? 32 : 12, rowAlign: 8) { rows, cols in
+            fk_sgemm_nt(rows.count, cols.count, k, a + rows.lowerBound * lda, lda, b + cols.lowerBound * ldb, ldb,
+                        c + rows.lowerBound * ldc + cols.lowerBound, ldc, bias.map { $0 + cols.lowerBound }, acc)
+        }
+    }
+
+    /// The split ``nt`` and ``nn`` share: a wide product (`n ≥ wideFrom` or `n ≥ m`) in chunks
+    /// of whole column panels (`rows` all of `0..<m`), else in chunks of rows (`cols` all of
+    /// `0..<n`); concurrently when `threaded` and the product is big enough (``parallelChunks``).
+    private static func splitProduct(m: Int, n: Int, k: Int, threaded: Bool, wideFrom: Int, columnAlign: Int, rowAlign: Int,
+                                     _ body: (_ rows: Range<Int>, _ cols: Range<Int>) -> Void) {
+        guard m > 0, n > 0 else { return }
         let work = threaded ? m * n * max(k, 1) : 0
-        if n >= 32 || n >= m {
-            // Chunks of whole column panels (AVX-512: 32 wide; AVX2: 3 · 4).
-            parallelChunks(n, align: simdLevel >= 2 ? 32 : 12, work: work) { r in
-                fk_sgemm_nt(m, r.count, k, a, lda, b + r.lowerBound * ldb, ldb, c + r.lowerBound, ldc,
-                            bias.map { $0 + r.lowerBound }, acc)
-            }
+        if n >= wideFrom || n >= m {
+            parallelChunks(n, align: columnAlign, work: work) { body(0..<m, $0) }
         } else {
-            parallelChunks(m, align: 8, work: work) { r in
-                fk_sgemm_nt(r.count, n, k, a + r.lowerBound * lda, lda, b, ldb, c + r.lowerBound * ldc, ldc, bias, acc)
-            }
+            parallelChunks(m, align: rowAlign, work: work) { body($0, 0..<n) }
         }
     }
 
@@ -110,18 +116,11 @@ public enum GEMM {
     static func nn(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
                    c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
                    accumulate: Bool = false, threaded: Bool = true) {
-        guard m > 0, n > 0 else { return }
         let acc: Int32 = accumulate ? 1 : 0
-        let work = threaded ? m * n * max(k, 1) : 0
-        if n >= 64 || n >= m {
-            parallelChunks(n, align: simdLevel >= 2 ? 32 : 16, work: work) { r in
-                fk_sgemm_nn(m, r.count, k, a, lda, b + r.lowerBound, ldb, c + r.lowerBound, ldc,
-                            bias.map { $0 + r.lowerBound }, acc)
-            }
-        } else {
-            parallelChunks(m, align: simdLevel >= 2 ? 8 : 6, work: work) { r in
-                fk_sgemm_nn(r.count, n, k, a + r.lowerBound * lda, lda, b, ldb, c + r.lowerBound * ldc, ldc, bias, acc)
-            }
+        splitProduct(m: m, n: n, k: k, threaded: threaded, wideFrom: 64, columnAlign: simdLevel >= 2 ? 32 : 16,
+                     rowAlign: simdLevel >= 2 ? 8 : 6) { rows, cols in
+            fk_sgemm_nn(rows.count, cols.count, k, a + rows.lowerBound * lda, lda, b + cols.lowerBound, ldb,
+                        c + rows.lowerBound * ldc + cols.lowerBound, ldc, bias.map { $0 + cols.lowerBound }, acc)
         }
     }
 
@@ -130,24 +129,23 @@ public enum GEMM {
     /// Plain triple loop of ``nt`` (accumulates in Double).
     static func referenceNT(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
                             c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil, accumulate: Bool = false) {
-        for i in 0..<m {
-            for j in 0..<n {
-                var s = 0.0
-                for p in 0..<k { s += Double(a[i * lda + p]) * Double(b[j * ldb + p]) }
-                if let bias { s += Double(bias[j]) }
-                if accumulate { s += Double(c[i * ldc + j]) }
-                c[i * ldc + j] = Float(s)
-            }
-        }
+        reference(m: m, n: n, k: k, a: a, lda: lda, c: c, ldc: ldc, bias: bias, accumulate: accumulate) { p, j in b[j * ldb + p] }
     }
 
     /// Plain triple loop of ``nn`` (accumulates in Double).
     static func referenceNN(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, b: UnsafePointer<Float>, ldb: Int,
                             c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil, accumulate: Bool = false) {
+        reference(m: m, n: n, k: k, a: a, lda: lda, c: c, ldc: ldc, bias: bias, accumulate: accumulate) { p, j in b[p * ldb + j] }
+    }
+
+    /// The triple loop of both references; `bAt(p, j)` is B's element at row p, column j of the
+    /// product (`k × n`).
+    private static func reference(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, c: UnsafeMutablePointer<Float>, ldc: Int,
+                                  bias: UnsafePointer<Float>?, accumulate: Bool, _ bAt: (_ p: Int, _ j: Int) -> Float) {
         for i in 0..<m {
             for j in 0..<n {
                 var s = 0.0
-                for p in 0..<k { s += Double(a[i * lda + p]) * Double(b[p * ldb + j]) }
+                for p in 0..<k { s += Double(a[i * lda + p]) * Double(bAt(p, j)) }
                 if let bias { s += Double(bias[j]) }
                 if accumulate { s += Double(c[i * ldc + j]) }
                 c[i * ldc + j] = Float(s)

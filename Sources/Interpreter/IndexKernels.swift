@@ -86,11 +86,7 @@ enum IndexKernels {
     /// region ``SliceRegion`` resolves (the same one `slice_update` writes), as a strided view.
     static func sliceByIndex(_ inv: KernelInvocation) throws -> [RuntimeValue] {
         let x = try inv.tensor("x")
-        let s = try SliceRegion(shape: x.shape, begin: try inv.ints("begin"), end: try inv.ints("end"),
-                                 stride: inv.has("stride") ? try inv.ints("stride") : nil,
-                                 beginMask: inv.has("begin_mask") ? try inv.bools("begin_mask") : nil,
-                                 endMask: inv.has("end_mask") ? try inv.bools("end_mask") : nil,
-                                 squeezeMask: inv.has("squeeze_mask") ? try inv.bools("squeeze_mask") : nil)
+        let s = try SliceRegion(inv, shape: x.shape)
         let strides = contiguousStrides(x.shape)
         var offset = 0
         for a in 0..<x.rank where s.lengths[a] > 0 { offset += s.starts[a] * strides[a] }
@@ -441,5 +437,17 @@ enum IndexKernels {
         case .string: throw KernelError("cumsum: string tensor")
         }
         return [.tensor(t)]
+    }
+}
+
+extension SliceRegion {
+    /// The region the inputs `begin`, `end`, `stride?`, `begin_mask?`, `end_mask?`,
+    /// `squeeze_mask?` of `slice_by_index` / `slice_update` select in a tensor of `shape`.
+    init(_ inv: KernelInvocation, shape: [Int]) throws {
+        try self.init(shape: shape, begin: try inv.ints("begin"), end: try inv.ints("end"),
+                      stride: inv.has("stride") ? try inv.ints("stride") : nil,
+                      beginMask: inv.has("begin_mask") ? try inv.bools("begin_mask") : nil,
+                      endMask: inv.has("end_mask") ? try inv.bools("end_mask") : nil,
+                      squeezeMask: inv.has("squeeze_mask") ? try inv.bools("squeeze_mask") : nil)
     }
 }

@@ -76,54 +76,29 @@ enum NormKernels {
     }
 
     static func batchNorm(_ inv: KernelInvocation) throws -> [RuntimeValue] {
-        let x = try inv.tensor("x")
-        guard x.rank >= 2 else { throw KernelError("batch_norm: x must have rank >= 2 (channel axis 1), has shape \(x.shape)") }
-        let c = x.shape[1]
+        let (x, c) = try Norm.channelInput(inv, needs: "rank >= 2 (channel axis 1)")
         let mean = try Norm.channelParam(inv, "mean", c, default: 0)
         let variance = try Norm.channelParam(inv, "variance", c, default: 1)
         let gamma = try Norm.channelParam(inv, "gamma", c, default: 1)
         let beta = try Norm.channelParam(inv, "beta", c, default: 0)
         let eps = try EW.epsilon(inv, default: 1e-5)
         let rstd = zip(variance, gamma).map { v, g in g / (v + eps).squareRoot() }
-        var data = x.floats
-        let inner = x.shape[2...].reduce(1, *)
-        if !data.isEmpty {
-            data.withUnsafeMutableBufferPointer { bp in
-                let p = bp.baseAddress!
-                for o in 0..<(bp.count / (c * inner)) {
-                    for ch in 0..<c {
-                        let q = p + (o * c + ch) * inner
-                        let m = mean[ch], s = rstd[ch], b = beta[ch]
-                        for i in 0..<inner { q[i] = (q[i] - m) * s + b }
-                    }
-                }
-            }
+        return Norm.channelRows(inv, x) { row, n, ch in
+            let m = mean[ch], s = rstd[ch], b = beta[ch]
+            for i in 0..<n { row[i] = (row[i] - m) * s + b }
         }
-        return [EW.floatResult(inv.outputDType(), x.shape, data)]
     }
 
     static func instanceNorm(_ inv: KernelInvocation) throws -> [RuntimeValue] {
-        let x = try inv.tensor("x")
-        guard x.rank >= 2 else { throw KernelError("instance_norm: x must have rank >= 3 ([N, C, *D]), has shape \(x.shape)") }
-        let c = x.shape[1]
+        let (x, c) = try Norm.channelInput(inv, needs: "rank >= 3 ([N, C, *D])")
         let gamma = try Norm.channelParam(inv, "gamma", c, default: 1)
         let beta = try Norm.channelParam(inv, "beta", c, default: 0)
         let eps = try EW.epsilon(inv, default: 1e-5)
-        let s = x.shape[2...].reduce(1, *)
-        var data = x.floats
-        if !data.isEmpty {
-            data.withUnsafeMutableBufferPointer { bp in
-                let p = bp.baseAddress!
-                for r in 0..<(bp.count / s) {
-                    let ch = r % c
-                    let row = p + r * s
-                    let (mean, rstd) = Norm.stats(row, s, eps)
-                    let g = gamma[ch] * rstd, b = beta[ch]
-                    for i in 0..<s { row[i] = (row[i] - mean) * g + b }
-                }
-            }
+        return Norm.channelRows(inv, x) { row, n, ch in
+            let (mean, rstd) = Norm.stats(row, n, eps)
+            let g = gamma[ch] * rstd, b = beta[ch]
+            for i in 0..<n { row[i] = (row[i] - mean) * g + b }
         }
-        return [EW.floatResult(inv.outputDType(), x.shape, data)]
     }
 
     static func l2Norm(_ inv: KernelInvocation) throws -> [RuntimeValue] {
@@ -184,6 +159,31 @@ enum Norm {
         let mean = Reduce.sum(row, n) / Float(n)
         let variance = Reduce.sumSquaredDeviations(row, n, mean) / Float(n)
         return (mean, 1 / (variance + eps).squareRoot())
+    }
+
+    /// `x` of `batch_norm` / `instance_norm` and its channel count (axis 1).
+    /// - Throws: `KernelError` "<op>: x must have `needs`" when x has rank < 2.
+    static func channelInput(_ inv: KernelInvocation, needs: String) throws -> (x: Tensor, channels: Int) {
+        let x = try inv.tensor("x")
+        guard x.rank >= 2 else { throw KernelError("\(inv.op.type): x must have \(needs), has shape \(x.shape)") }
+        return (x, x.shape[1])
+    }
+
+    /// The normalization of `batch_norm` and `instance_norm`: `x` (rank ≥ 2, channel axis 1)
+    /// viewed as one contiguous row per (sample, channel) over its trailing dimensions;
+    /// `body(row, length, channel)` rewrites each row of a copy in place. Returns the copy, of
+    /// `x`'s shape, in the op's output dtype.
+    static func channelRows(_ inv: KernelInvocation, _ x: Tensor,
+                            _ body: (_ row: UnsafeMutablePointer<Float>, _ length: Int, _ channel: Int) -> Void) -> [RuntimeValue] {
+        let c = x.shape[1], inner = x.shape[2...].reduce(1, *)
+        var data = x.floats
+        if !data.isEmpty {
+            data.withUnsafeMutableBufferPointer { bp in
+                let p = bp.baseAddress!
+                for r in 0..<(bp.count / inner) { body(p + r * inner, inner, r % c) }
+            }
+        }
+        return [EW.floatResult(inv.outputDType(), x.shape, data)]
     }
 
     /// A per-channel parameter of length `c` (a single value is broadcast), or `default`.

@@ -448,14 +448,23 @@ enum ShapeKernels {
     /// `depth_to_space(x, block_size)` (TensorFlow / DCR order, NCHW):
     /// `out[n, c, h·b + i, w·b + j] = x[n, (i·b + j)·C' + c, h, w]`, `C' = C / b²`.
     static func depthToSpace(_ inv: KernelInvocation) throws -> [RuntimeValue] {
+        try channelsToSpace(inv, "depth_to_space", factor: "block_size", channelMajor: false)
+    }
+
+    /// `depth_to_space` and `pixel_shuffle`: `out[n, c, h·b + i, w·b + j]` is x at channel
+    /// `(i·b + j)·C' + c` (`channelMajor` false: DCR) or `c·b² + i·b + j` (true: CRD),
+    /// `C' = C / b²`, b the `factor` input. A strided view of x.
+    static func channelsToSpace(_ inv: KernelInvocation, _ op: String, factor: String, channelMajor: Bool) throws -> [RuntimeValue] {
         let x = try inv.tensor("x")
-        let (n, c, h, w) = try rank4(x, "depth_to_space")
-        let b = try inv.int("block_size")
-        guard b >= 1, c % (b * b) == 0 else { throw KernelError("depth_to_space: channels \(c) not divisible by block_size² (\(b)²)") }
+        let (n, c, h, w) = try rank4(x, op)
+        let b = try inv.int(factor)
+        guard b >= 1, c % (b * b) == 0 else { throw KernelError("\(op): channels \(c) not divisible by \(factor)² (\(b)²)") }
         let co = c / (b * b), hw = h * w
+        // x's strides along c, i and j.
+        let (sc, si, sj) = channelMajor ? (b * b * hw, b * hw, hw) : (hw, b * co * hw, co * hw)
         // Output viewed as [N, C', H, b_i, W, b_j].
         return [.tensor(try view(x, shape: [n, co, h, b, w, b], offset: 0,
-                                 strides: [c * hw, hw, w, b * co * hw, 1, co * hw], resultShape: [n, co, h * b, w * b]))]
+                                 strides: [c * hw, sc, w, si, 1, sj], resultShape: [n, co, h * b, w * b]))]
     }
 
     /// `space_to_depth(x, block_size)`, the inverse of ``depthToSpace(_:)``:
@@ -474,13 +483,7 @@ enum ShapeKernels {
     /// `pixel_shuffle(x, upscale_factor)` (PyTorch / CRD order):
     /// `out[n, c, h·f + i, w·f + j] = x[n, c·f² + i·f + j, h, w]`.
     static func pixelShuffle(_ inv: KernelInvocation) throws -> [RuntimeValue] {
-        let x = try inv.tensor("x")
-        let (n, c, h, w) = try rank4(x, "pixel_shuffle")
-        let f = try inv.int("upscale_factor")
-        guard f >= 1, c % (f * f) == 0 else { throw KernelError("pixel_shuffle: channels \(c) not divisible by upscale_factor² (\(f)²)") }
-        let co = c / (f * f), hw = h * w
-        return [.tensor(try view(x, shape: [n, co, h, f, w, f], offset: 0,
-                                 strides: [c * hw, f * f * hw, w, f * hw, 1, hw], resultShape: [n, co, h * f, w * f]))]
+        try channelsToSpace(inv, "pixel_shuffle", factor: "upscale_factor", channelMajor: true)
     }
 
     /// `sliding_windows(x, axis, size, stride = 1)`: dimension `axis` becomes

@@ -8,28 +8,14 @@ import GraphIR
 /// after:   %a = const(val = W); %y = add(x = %a, y = %a)
 /// ```
 public struct ConstDeduplication: FunctionPass {
-    public static let name = "const_deduplication"
-    public static let summary = "Merge constants with identical type and contents."
+    public static let info = PassInfo("const_deduplication", "Merge constants with identical type and contents.")
     public init() {}
 
     public func run(on function: Function, in model: Model) throws -> PassResult {
-        var result = PassResult()
-        var seen: [Key: Value] = [:]
-        var dead = Set<ObjectIdentifier>()
-        for op in function.body.operations where op.type == "const" {
-            guard let v = op.constValue, let out = op.outputs.first else { continue }
-            let key = Key(v)
-            if let first = seen[key] {
-                guard !function.body.outputs.contains(where: { $0 === out }) else { continue }
-                function.body.replaceAllUses(of: out, with: first)
-                dead.insert(ObjectIdentifier(op))
-                result.count("constants merged")
-            } else {
-                seen[key] = out
-            }
+        DuplicateMerging.merge(function, counting: "constants merged") { op -> Key? in
+            guard op.type == "const", let v = op.constValue, op.outputs.count == 1 else { return nil }
+            return Key(v)
         }
-        function.body.removeOps { dead.contains(ObjectIdentifier($0)) }
-        return result
     }
 
     /// Type plus contents; blob payloads hashed by bytes.

@@ -12,8 +12,7 @@ import Interpreter
 /// after:   %c = const(val = [4, 6])
 /// ```
 public struct ConstElimination: FunctionPass {
-    public static let name = "const_elimination"
-    public static let summary = "Fold ops with constant inputs into constants (never expands compressed weights)."
+    public static let info = PassInfo("const_elimination", "Fold ops with constant inputs into constants (never expands compressed weights).")
     /// A result may exceed the summed size of its inputs by at most this many elements.
     public static let maxGrowthElements = 1024
     /// Fold only ops whose outputs are all integer or bool tensors (shape arithmetic): float

@@ -8,8 +8,7 @@ import GraphIR
 /// after:   %c = mul(x, x); return %c
 /// ```
 public struct DeadCodeElimination: FunctionPass {
-    public static let name = "dead_code_elimination"
-    public static let summary = "Remove ops whose results are never used (state writes stay)."
+    public static let info = PassInfo("dead_code_elimination", "Remove ops whose results are never used (state writes stay).")
     public init() {}
 
     public func run(on function: Function, in model: Model) throws -> PassResult {

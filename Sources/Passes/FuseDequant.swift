@@ -49,8 +49,7 @@ import Interpreter
 ///   tensor<fp16, [1, 64]> y = matmul(x = x, y = w)
 /// ```
 public struct FuseDequant: FunctionPass {
-    public static let name = "fuse_dequant"
-    public static let summary = "Fold dequantize of constants, constexpr chains and transposes/reshapes of compressed weights into one constexpr op."
+    public static let info = PassInfo("fuse_dequant", "Fold dequantize of constants, constexpr chains and transposes/reshapes of compressed weights into one constexpr op.")
     public init() {}
 
     public func run(on function: Function, in model: Model) throws -> PassResult {

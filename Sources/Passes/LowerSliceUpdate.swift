@@ -25,8 +25,7 @@ import Interpreter
 ///   tensor<fp16, [1, 2, 64, 16]> k2 = scatter(data = k, indices = idx, updates = new, axis = 2, mode = "update")
 /// ```
 public struct LowerSliceUpdate: PatternPass {
-    public static let name = "lower_slice_update"
-    public static let summary = "Rewrite slice writes with a run-time end index into a static-window scatter."
+    public static let info = PassInfo("lower_slice_update", "Rewrite slice writes with a run-time end index into a static-window scatter.")
     public static let statistic = "slice writes lowered"
     public init() {}
 

@@ -12,8 +12,7 @@ import Interpreter
 /// after:   %o = relu(x = %x)
 /// ```
 public struct NoopElimination: PatternPass {
-    public static let name = "noop_elimination"
-    public static let summary = "Remove ops that return their input unchanged (identity, +0, *1, same-shape reshape…)."
+    public static let info = PassInfo("noop_elimination", "Remove ops that return their input unchanged (identity, +0, *1, same-shape reshape…).")
     public static let statistic = "ops removed"
     public init() {}
 

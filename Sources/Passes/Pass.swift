@@ -20,17 +20,32 @@ public struct PassResult {
     }
 }
 
+/// What a pass says of itself: a stable snake_case `name` (coremltools' where one exists; what
+/// `--passes` and the pipelines name it by) and a one-line `summary` (`--list-passes`).
+public struct PassInfo: Sendable {
+    public var name: String
+    public var summary: String
+    public init(_ name: String, _ summary: String) {
+        self.name = name
+        self.summary = summary
+    }
+}
+
 /// A transformation of a model's program.
 ///
-/// Passes have a stable snake_case `name` (coremltools' where one exists) and a one-line
-/// `summary`; ``PassRegistry`` lists them all. A pass mutates the model in place and must leave
-/// it valid for ``Verifier``.
+/// A pass declares its ``PassInfo`` once (`static let info = PassInfo("name", "summary")`);
+/// ``PassRegistry`` lists them all. A pass mutates the model in place and must leave it valid
+/// for ``Verifier``.
 public protocol Pass {
-    static var name: String { get }
-    static var summary: String { get }
+    static var info: PassInfo { get }
     init()
     /// Runs on every function of `model`.
     func run(on model: Model) throws -> PassResult
+}
+
+extension Pass {
+    public static var name: String { info.name }
+    public static var summary: String { info.summary }
 }
 
 /// A pass that works one function at a time.

@@ -10,8 +10,7 @@ import GraphIR
 /// after:   %y = relu(x); %w = const(); %b = const(); %z = linear(x = %y, weight = %w, bias = %b)
 /// ```
 public struct TopologicalReorder: FunctionPass {
-    public static let name = "topological_reorder"
-    public static let summary = "Move constants next to their first use; keep every other op's order."
+    public static let info = PassInfo("topological_reorder", "Move constants next to their first use; keep every other op's order.")
     public init() {}
 
     public func run(on function: Function, in model: Model) throws -> PassResult {

@@ -60,26 +60,59 @@ struct PositionalSpec {
     var optional = false
 }
 
+/// What a verb reads. It fixes the verb's positional arguments and whether the verb takes the
+/// options of ``OptionGroup/loading``: every verb that reads a model does, after all its others.
+enum VerbInput {
+    /// One model, any loader form: `<model>` (``CommonOptions/model``).
+    case model
+    /// A stateful LLM package: `<model>` (``CommonOptions/llmModel``).
+    case llm
+    /// Models named by positionals of the verb's own (`compare A [B]`).
+    case models([PositionalSpec])
+    /// No model; positionals of the verb's own (`completion bash|zsh`).
+    case arguments([PositionalSpec])
+
+    var positionals: [PositionalSpec] {
+        switch self {
+        case .model: return [CommonOptions.model]
+        case .llm: return [CommonOptions.llmModel]
+        case let .models(p), let .arguments(p): return p
+        }
+    }
+
+    var readsModel: Bool {
+        if case .arguments = self { return false }
+        return true
+    }
+}
+
 /// What a verb accepts, and its help text.
 struct CommandSpec {
     var name: String
     /// One line, shown in `forge-ir --help`.
     var summary: String
-    var positionals: [PositionalSpec] = []
+    var positionals: [PositionalSpec]
     /// Every option the verb accepts, in help order: its own, then those of its groups.
-    var options: [OptionSpec] = []
+    var options: [OptionSpec]
     /// Extra paragraphs shown after the options in `--help`.
-    var discussion: String = ""
+    var discussion: String
 
-    /// A verb with its own `options` followed by every option of `groups`, in order (the groups
-    /// are the options several verbs share, declared once in ``OptionGroup``).
-    init(name: String, summary: String, positionals: [PositionalSpec] = [], options: [OptionSpec] = [],
-         groups: [OptionGroup] = [], discussion: String = "") {
+    /// A verb named `name` reading `input`, with its own `options` followed by every option of
+    /// `groups`, in order (the groups are the options several verbs share, declared once in
+    /// ``OptionGroup``), then those of ``OptionGroup/loading`` when `input` is a model.
+    ///
+    /// `about` is the verb's text as a docstring is written: its first line is the summary
+    /// (`forge-ir --help`, and OVERVIEW of the verb's help); after one empty line, the
+    /// discussion (the paragraphs after OPTIONS).
+    init(name: String, reads input: VerbInput, about: String, options: [OptionSpec] = [], groups: [OptionGroup] = []) {
         self.name = name
-        self.summary = summary
-        self.positionals = positionals
-        self.options = options + groups.flatMap(\.options)
-        self.discussion = discussion
+        let text = about.split(separator: "\n", maxSplits: 2, omittingEmptySubsequences: false)
+        precondition(text.count == 1 || (text.count == 3 && text[1].isEmpty),
+                     "\(name): `about` is a summary line, then an empty line and the discussion")
+        summary = String(text[0])
+        discussion = text.count == 3 ? String(text[2]) : ""
+        positionals = input.positionals
+        self.options = options + (groups + (input.readsModel ? [.loading] : [])).flatMap(\.options)
     }
 }
 

@@ -19,20 +19,10 @@ import Darwin
 /// sample standard deviation per test (`ppP`, `tgN`).
 enum BenchCommand: Command {
     static let spec = CommandSpec(
-        name: "bench",
-        summary: "Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).",
-        positionals: [CommonOptions.llmModel],
-        options: [
-            .int("p", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test).", range: 0...Int.max),
-            .int("n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test).", range: 0...Int.max),
-            .int("d", "Context depth: tokens prefilled (untimed) before each test, as llama-bench -d (default 0).", range: 0...Int.max),
-            .int("r", "Repetitions after the warm-up (default 3).", range: 1...Int.max),
-            CommonOptions.function,
-            .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
-            .flag("markdown", "Print the table as markdown."),
-        ],
-        groups: [.kernels, .contract, .loading],
-        discussion: """
+        name: "bench", reads: .llm,
+        about: """
+        Measure prefill and decode tokens/s of a stateful LLM package (like llama-bench).
+
         Each repetition starts from fresh (zeroed) states (then, with -d D, D random token ids
         are prefilled untimed, so both tests run at context depth D): the prefill of P random token ids
         (fixed seed) in the widest calls the graph allows is timed as ppP, then N decode calls of
@@ -46,7 +36,17 @@ enum BenchCommand: Command {
         function's weights as stored (an embedding table gathered from: one row) plus the KV
         cache live at the middle decode position; the last line gives tgN as a fraction of it.
         P + N must fit the model's context length. Progress goes to stderr when it is a terminal.
-        """
+        """,
+        options: [
+            .int("p", "Prompt tokens prefilled per repetition (default 128; 0 = no prefill test).", range: 0...Int.max),
+            .int("n", "Tokens decoded per repetition, one S=1 call each (default 128; 0 = no decode test).", range: 0...Int.max),
+            .int("d", "Context depth: tokens prefilled (untimed) before each test, as llama-bench -d (default 0).", range: 0...Int.max),
+            .int("r", "Repetitions after the warm-up (default 3).", range: 1...Int.max),
+            CommonOptions.function,
+            .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
+            .flag("markdown", "Print the table as markdown."),
+        ],
+        groups: [.kernels, .contract]
     )
 
     struct Stats {

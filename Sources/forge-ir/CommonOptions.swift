@@ -43,7 +43,8 @@ enum CommonOptions {
 struct OptionGroup {
     var options: [OptionSpec]
 
-    /// What loading a model may allocate (`--max-memory`): every verb that reads a model.
+    /// What loading a model may allocate (`--max-memory`): every verb that reads a model
+    /// (``CommandSpec`` appends it, last, for every ``VerbInput`` but `.arguments`).
     static let loading = OptionGroup(options: [CommonOptions.maxMemory])
     /// How the kernels compute (`--precision`, `--activations`, `--int8-activations`, `--threads`): the verbs that
     /// run a function for its outputs (`run`, `generate`, `bench`).

@@ -8,12 +8,19 @@ import Interpreter
 /// op: error metrics, and the first op beyond the tolerance.
 enum CompareCommand: Command {
     static let spec = CommandSpec(
-        name: "compare",
-        summary: "Compare two packages, two precisions or a package and reference values; name the first op that diverges.",
-        positionals: [
+        name: "compare", reads: .models([
             PositionalSpec(name: "model", help: "The candidate (with B: the reference)."),
             PositionalSpec(name: "B", help: "A second package: the candidate, compared with <model>.", optional: true),
-        ],
+        ]),
+        about: """
+        Compare two packages, two precisions or a package and reference values; name the first op that diverges.
+
+        Every op output of the candidate is compared with the reference's value of the same name
+        (values only one side has are skipped). The first op, in the candidate's op order, whose
+        output is beyond the tolerance is named with its inputs' statistics. Exit status 1 when a
+        checked value fails: the function outputs, or with --reference every recorded value.
+        Progress is shown on a terminal (stderr), never on a pipe.
+        """,
         options: [
             .option("function", value: "name", "Function to run on both sides (default: each model's default function)."),
             .option("precision", value: "p|p1,p2", "fp32 or fp16 for both sides, or reference,candidate (e.g. fp32,fp16)."),
@@ -30,15 +37,7 @@ enum CompareCommand: Command {
             .option("max-bytes", value: "n", "Budget for the reference values held per call (default 4G)."),
             .flag("ops", "Text output: list every compared op, not only the outputs and the first divergence."),
             CommonOptions.json,
-        ],
-        groups: [.loading],
-        discussion: """
-        Every op output of the candidate is compared with the reference's value of the same name
-        (values only one side has are skipped). The first op, in the candidate's op order, whose
-        output is beyond the tolerance is named with its inputs' statistics. Exit status 1 when a
-        checked value fails: the function outputs, or with --reference every recorded value.
-        Progress is shown on a terminal (stderr), never on a pipe.
-        """
+        ]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {

@@ -4,11 +4,10 @@ import GraphIR
 /// declarations (`source <(forge-ir completion bash)`), so it never falls behind the options.
 enum CompletionCommand: Command {
     static let spec = CommandSpec(
-        name: "completion",
-        summary: "Print a shell completion script (bash or zsh) for forge-ir.",
-        positionals: [PositionalSpec(name: "shell", help: "bash or zsh.")],
-        options: [],
-        discussion: """
+        name: "completion", reads: .arguments([PositionalSpec(name: "shell", help: "bash or zsh.")]),
+        about: """
+        Print a shell completion script (bash or zsh) for forge-ir.
+
         bash: source <(forge-ir completion bash)
         zsh:  autoload -U +X bashcompinit && bashcompinit && source <(forge-ir completion zsh)
         Verbs, each verb's options and the words of choice options (--precision fp32|fp16) complete;

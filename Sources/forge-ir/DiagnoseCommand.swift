@@ -16,9 +16,18 @@ import Generation
 /// The JSON schema is documented on `Diagnosis.json(modelPath:)` (Sources/Passes/Diagnosis).
 enum DiagnoseCommand: Command {
     static let spec = CommandSpec(
-        name: "diagnose",
-        summary: "Find why a model fails at some sequence length (shapes, states, flexible shapes, fp16).",
-        positionals: [CommonOptions.model],
+        name: "diagnose", reads: .model,
+        about: """
+        Find why a model fails at some sequence length (shapes, states, flexible shapes, fp16).
+
+        Shapes are inferred without running kernels: each flexible input dimension becomes a
+        symbol (dimensions the graph forces equal share one), then the function is evaluated
+        at each size and the first op whose shapes are invalid is reported.
+        --precision fp16 and --dynamic run the interpreter: on --inputs, or, for a function with
+        a generation contract (detected, see dump --summary, or --contract FILE.json), on
+        generated calls from fresh states (a prefill of N = min(16, widest call) tokens).
+        Exit status: 0 when no error-severity finding, 1 otherwise.
+        """,
         options: [
             .intList("seq", value: "n,n,…", "Sequence lengths to check (default: 1, the RangeDim bounds and default, every enumerated size).", range: 0...Int.max),
             CommonOptions.onlyFunction,
@@ -30,16 +39,7 @@ enum DiagnoseCommand: Command {
             .flag("dynamic", "Also run S=1 after a prefill of N-1 tokens against one call of N tokens and report the first op whose last row differs."),
             .flag("json", "Machine-readable findings (schema in the README)."),
         ],
-        groups: [.contract, .loading],
-        discussion: """
-        Shapes are inferred without running kernels: each flexible input dimension becomes a
-        symbol (dimensions the graph forces equal share one), then the function is evaluated
-        at each size and the first op whose shapes are invalid is reported.
-        --precision fp16 and --dynamic run the interpreter: on --inputs, or, for a function with
-        a generation contract (detected, see dump --summary, or --contract FILE.json), on
-        generated calls from fresh states (a prefill of N = min(16, widest call) tokens).
-        Exit status: 0 when no error-severity finding, 1 otherwise.
-        """
+        groups: [.contract]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {

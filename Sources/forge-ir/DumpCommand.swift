@@ -4,23 +4,22 @@ import Generation
 /// `forge-ir dump MODEL [--function NAME] [--summary] [--json] [--mil]`
 enum DumpCommand: Command {
     static let spec = CommandSpec(
-        name: "dump",
-        summary: "Print a model's description and MIL text (or a summary, or JSON).",
-        positionals: [CommonOptions.model],
-        options: [
-            CommonOptions.onlyFunction,
-            .flag("summary", "Op counts, parameters per dtype, state bytes and the generation contract instead of MIL text."),
-            .flag("json", "Machine-readable description (with --summary: plus a \"summary\" object)."),
-            .flag("mil", "Only the MIL text, nothing elided: the model.mil of a compiled model (read back by .mlmodelc loading)."),
-        ],
-        groups: [.loading],
-        discussion: """
+        name: "dump", reads: .model,
+        about: """
+        Print a model's description and MIL text (or a summary, or JSON).
+
         The MIL text follows the syntax of a compiled model's model.mil (so the two can be
         diffed); weights stored in weight.bin print as BLOBFILE references, inline tensors
         with more than 64 elements as <N values> (not with --mil). For a compiled .mlmodelc the
         description lines say where the description came from (coremldata.bin, metadata.json
         or the function signatures) and what was unknown.
-        """
+        """,
+        options: [
+            CommonOptions.onlyFunction,
+            .flag("summary", "Op counts, parameters per dtype, state bytes and the generation contract instead of MIL text."),
+            .flag("json", "Machine-readable description (with --summary: plus a \"summary\" object)."),
+            .flag("mil", "Only the MIL text, nothing elided: the model.mil of a compiled model (read back by .mlmodelc loading)."),
+        ]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {

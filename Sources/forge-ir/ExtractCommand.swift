@@ -5,22 +5,21 @@ import Passes
 /// `forge-ir extract MODEL --from V1[,V2…] --to W1[,W2…] -o SUB.mlpackage`.
 enum ExtractCommand: Command {
     static let spec = CommandSpec(
-        name: "extract",
-        summary: "Write the subgraph between named values as a new package (coremltools' extract_submodel).",
-        positionals: [CommonOptions.model],
+        name: "extract", reads: .model,
+        about: """
+        Write the subgraph between named values as a new package (coremltools' extract_submodel).
+
+        Inputs are the --from values with their types (unknown dimensions inferred symbolically
+        from the function's inputs: an input's flexible dimension keeps its RangeDim), plus any
+        original input the slice still reads (states included); outputs are the --to values;
+        the ops in between keep their names and weights. Names as 'forge-ir dump' prints them.
+        """,
         options: [
             .option("from", value: "v1,v2", "Values that become the inputs (default: the function's own inputs)."),
             .option("to", value: "w1,w2", "Values that become the outputs (required)."),
             .option("o", value: "out.mlpackage", "Where to write the package (required; written atomically)."),
             CommonOptions.function,
-        ],
-        groups: [.loading],
-        discussion: """
-        Inputs are the --from values with their types (unknown dimensions inferred symbolically
-        from the function's inputs: an input's flexible dimension keeps its RangeDim), plus any
-        original input the slice still reads (states included); outputs are the --to values;
-        the ops in between keep their names and weights. Names as 'forge-ir dump' prints them.
-        """
+        ]
     )
 
     static func names(_ text: String?) -> [String] {

@@ -11,9 +11,16 @@ import Tokenizers
 /// [--precision fp32|fp16] [--json]`
 enum GenerateCommand: Command {
     static let spec = CommandSpec(
-        name: "generate",
-        summary: "Generate text with a stateful LLM package through its own input contract.",
-        positionals: [CommonOptions.llmModel],
+        name: "generate", reads: .llm,
+        about: """
+        Generate text with a stateful LLM package through its own input contract.
+
+        Streams text to stdout as it is generated (with a tokenizer; ids otherwise) and ends with
+        a timing line on stderr: prompt: N tokens, X tok/s · generation: M tokens, Y tok/s.
+        A reasoning span the template's model writes (Gemma 4's <|channel>thought … <channel|>,
+        <think> … </think>) is printed between [reasoning] and [/reasoning] lines, apart from the
+        answer (--hide-reasoning leaves it out); --json gives it as "reasoning".
+        """,
         options: [
             .option("tokenizer", value: "tokenizer.json", "Hugging Face tokenizer.json, or its folder (its tokenizer_config.json is read too)."),
             .option("prompt", value: "text", "Raw prompt text (no template)."),
@@ -38,14 +45,7 @@ enum GenerateCommand: Command {
             .flag("json", "Print prompt_ids, token_ids, text, reasoning, response, tokens/s and peak memory as JSON."),
             .flag("profile", "Print time per op type (stderr)."),
         ],
-        groups: [.contract, .kernels, .loading],
-        discussion: """
-        Streams text to stdout as it is generated (with a tokenizer; ids otherwise) and ends with
-        a timing line on stderr: prompt: N tokens, X tok/s · generation: M tokens, Y tok/s.
-        A reasoning span the template's model writes (Gemma 4's <|channel>thought … <channel|>,
-        <think> … </think>) is printed between [reasoning] and [/reasoning] lines, apart from the
-        answer (--hide-reasoning leaves it out); --json gives it as "reasoning".
-        """
+        groups: [.contract, .kernels]
     )
 
     static func parseIDs(_ s: String, option: String) throws -> [Int32] {

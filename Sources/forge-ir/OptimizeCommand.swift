@@ -11,9 +11,20 @@ import Passes
 /// none, resp. `cleanup` after `--fix`).
 enum OptimizeCommand: Command {
     static let spec = CommandSpec(
-        name: "optimize",
-        summary: "Run passes over a model and write the result as an .mlpackage (atomically).",
-        positionals: [CommonOptions.model],
+        name: "optimize", reads: .model,
+        about: """
+        Run passes over a model and write the result as an .mlpackage (atomically).
+
+        Prints a table of op counts before and after, like onnx-simplifier. The verifier runs
+        after every pass; the output is written to a temporary folder and renamed into place.
+        --fix runs diagnose first and applies the fix pass of every finding that has one
+        (e.g. lower_slice_update, widen_gather_index, exact_rms_norm), then --passes, then the
+        pipeline (cleanup unless --pipeline says otherwise), and lists the findings fixed and
+        those left.
+        An existing -o is replaced only when it is an .mlpackage forge-ir recognises (nothing
+        but Manifest.json and the items it lists); anything else needs --force. Temporary
+        folders left by a killed run (<out>.tmp-*, <out>.old-*) are cleaned up by the next one.
+        """,
         options: [
             .option("o", value: "out.mlpackage", "Where to write the optimized package (required)."),
             .option("pipeline", value: "name", "default | cleanup | empty (default: default; after --passes: none; after --fix: cleanup)."),
@@ -26,19 +37,7 @@ enum OptimizeCommand: Command {
             .flag("time-passes", "Print how long each pass took (stderr)."),
             .flag("json", "Print op counts before/after and per-pass statistics as JSON."),
             .flag("force", "Replace -o even when it is not a package forge-ir recognises (a folder of other files)."),
-        ],
-        groups: [.loading],
-        discussion: """
-        Prints a table of op counts before and after, like onnx-simplifier. The verifier runs
-        after every pass; the output is written to a temporary folder and renamed into place.
-        --fix runs diagnose first and applies the fix pass of every finding that has one
-        (e.g. lower_slice_update, widen_gather_index, exact_rms_norm), then --passes, then the
-        pipeline (cleanup unless --pipeline says otherwise), and lists the findings fixed and
-        those left.
-        An existing -o is replaced only when it is an .mlpackage forge-ir recognises (nothing
-        but Manifest.json and the items it lists); anything else needs --force. Temporary
-        folders left by a killed run (<out>.tmp-*, <out>.old-*) are cleaned up by the next one.
-        """
+        ]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {

@@ -8,24 +8,23 @@ import Passes
 /// extracted package still fails the check, then try the failing op alone.
 enum ReduceCommand: Command {
     static let spec = CommandSpec(
-        name: "reduce",
-        summary: "Bisect over op order to the smallest prefix/slice whose extracted package still fails a check command.",
-        positionals: [CommonOptions.model],
+        name: "reduce", reads: .model,
+        about: """
+        Bisect over op order to the smallest prefix/slice whose extracted package still fails a check command.
+
+        Candidates: prefix k = the function's inputs → the outputs of its k-th op (constants not
+        counted; ops without outputs skipped), extracted as with 'forge-ir extract'. The full
+        model must fail the check; then a binary search finds the smallest failing k
+        (⌈log2 N⌉ checks for N ops, assuming a prefix that contains the failing op fails), and
+        the k-th op is tried alone (its inputs as model inputs). Progress on a terminal.
+        """,
         options: [
             .option("check", value: "cmd {model}", "Shell command run on each candidate ({model} = its path); non-zero exit = still fails (required)."),
             .option("o", value: "out.mlpackage", "Write the smallest failing package here."),
             CommonOptions.function,
             .flag("show-check-output", "Let the check command's stdout/stderr through (default: discarded)."),
             CommonOptions.json,
-        ],
-        groups: [.loading],
-        discussion: """
-        Candidates: prefix k = the function's inputs → the outputs of its k-th op (constants not
-        counted; ops without outputs skipped), extracted as with 'forge-ir extract'. The full
-        model must fail the check; then a binary search finds the smallest failing k
-        (⌈log2 N⌉ checks for N ops, assuming a prefix that contains the failing op fails), and
-        the k-th op is tried alone (its inputs as model inputs). Progress on a terminal.
-        """
+        ]
     )
 
     struct Check { var label: String; var ops: Int; var failed: Bool }

@@ -9,9 +9,24 @@ import JSON
 /// [--state-out DIR] [--static-input NAME=FILE]… [--function NAME] [--precision fp32|fp16] [--activations fp32|int16|int8] [--repeat N] [--json]`
 enum RunCommand: Command {
     static let spec = CommandSpec(
-        name: "run",
-        summary: "Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.",
-        positionals: [CommonOptions.model],
+        name: "run", reads: .model,
+        about: """
+        Run a function on CPU with .npy/.npz inputs; write outputs and states as .npy.
+
+        Flexible dimensions are taken from the given arrays and checked against the model's
+        RangeDim bounds or EnumeratedShapes. Without --out, a short line per output is printed.
+
+        --outputs writes the values as the interpreter holds them (fp16-typed values as <f4 in
+        fp32 precision, <f2 in fp16 precision); file names are the value names, characters
+        outside A-Z a-z 0-9 . _ - replaced by _ plus a hash (values.json maps names to files).
+        When the budget is spent the remaining values are not written and run fails (exit 1)
+        naming the first value left out. The package is never changed.
+
+        With --repeat N the function runs N + 1 times (the first untimed), states restored to
+        their starting values (--state-in, else zeros) before every call; the outputs and states
+        written are those of the last call, and the time reported is the median of the N
+        (`seconds`; `--json` adds `repeat`, `seconds_samples`, `seconds_min`, `threads`).
+        """,
         options: [
             CommonOptions.function,
             .option("inputs", value: "file.npz", "Arrays named after the model's inputs."),
@@ -28,22 +43,7 @@ enum RunCommand: Command {
             .flag("profile", "Print time per op type over the timed calls, and the share outside the kernels (stderr)."),
             .flag("allow-lossy-inputs", "Convert inputs and states that lose values (int64 beyond int32, fp32 data for an fp16 state…) with a warning instead of refusing them."),
         ],
-        groups: [.kernels, .loading],
-        discussion: """
-        Flexible dimensions are taken from the given arrays and checked against the model's
-        RangeDim bounds or EnumeratedShapes. Without --out, a short line per output is printed.
-
-        --outputs writes the values as the interpreter holds them (fp16-typed values as <f4 in
-        fp32 precision, <f2 in fp16 precision); file names are the value names, characters
-        outside A-Z a-z 0-9 . _ - replaced by _ plus a hash (values.json maps names to files).
-        When the budget is spent the remaining values are not written and run fails (exit 1)
-        naming the first value left out. The package is never changed.
-
-        With --repeat N the function runs N + 1 times (the first untimed), states restored to
-        their starting values (--state-in, else zeros) before every call; the outputs and states
-        written are those of the last call, and the time reported is the median of the N
-        (`seconds`; `--json` adds `repeat`, `seconds_samples`, `seconds_min`, `threads`).
-        """
+        groups: [.kernels]
     )
 
     static func run(_ args: ParsedArguments) throws -> Int32 {

@@ -361,6 +361,20 @@ struct MILParser {
 
     // MARK: - types
 
+    /// The two parameters of the type `word<first, second>` (`word` is the current token):
+    /// `tensor<fp32, [2]>`, `list<T, N>`, `dict<K, V>`; `firstRole` names the first parameter in
+    /// the error when no `,` follows it.
+    mutating func parameters<A, B>(of word: String, _ firstRole: String, _ first: (inout MILParser) throws -> A,
+                                   _ second: (inout MILParser) throws -> B) throws -> (A, B) {
+        try advance()
+        try expect("<", "after '\(word)'")
+        let a = try first(&self)
+        try expect(",", "after the \(word) \(firstRole)")
+        let b = try second(&self)
+        try expect(">", "to close the \(word) type")
+        return (a, b)
+    }
+
     mutating func type() throws -> MILType {
         try enter("types")
         defer { leave() }
@@ -368,12 +382,7 @@ struct MILParser {
         let word = token.text
         switch word {
         case "tensor":
-            try advance()
-            try expect("<", "after 'tensor'")
-            let dtype = try self.dtype()
-            try expect(",", "after the tensor dtype")
-            let shape = try dims()
-            try expect(">", "to close the tensor type")
+            let (dtype, shape) = try parameters(of: word, "dtype", { try $0.dtype() }, { try $0.dims() })
             return .tensor(TensorType(dtype, shape))
         case "state":
             try advance()
@@ -384,12 +393,7 @@ struct MILParser {
             try expect(">", "to close the state type")
             return .state(inner)
         case "list":
-            try advance()
-            try expect("<", "after 'list'")
-            let elem = try type()
-            try expect(",", "after the list element type")
-            let len = try dim()
-            try expect(">", "to close the list type")
+            let (elem, len) = try parameters(of: word, "element type", { try $0.type() }, { try $0.dim() })
             return .list(elem, length: len)
         case "tuple":
             try advance()
@@ -402,12 +406,7 @@ struct MILParser {
             try advance()
             return .tuple(types)
         case "dict":
-            try advance()
-            try expect("<", "after 'dict'")
-            let k = try type()
-            try expect(",", "after the dict key type")
-            let v = try type()
-            try expect(">", "to close the dict type")
+            let (k, v) = try parameters(of: word, "key type", { try $0.type() }, { try $0.type() })
             return .dict(key: k, value: v)
         default:
             return .scalar(try dtype())

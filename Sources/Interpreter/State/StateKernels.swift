@@ -42,12 +42,7 @@ enum StateKernels {
     static func sliceUpdate(_ inv: KernelInvocation) throws -> [RuntimeValue] {
         var x = try inv.tensor("x")
         let update = try inv.tensor("update")
-        let region = try SliceRegion(shape: x.shape,
-                                     begin: try inv.ints("begin"), end: try inv.ints("end"),
-                                     stride: inv.has("stride") ? try inv.ints("stride") : nil,
-                                     beginMask: inv.has("begin_mask") ? try inv.bools("begin_mask") : nil,
-                                     endMask: inv.has("end_mask") ? try inv.bools("end_mask") : nil,
-                                     squeezeMask: inv.has("squeeze_mask") ? try inv.bools("squeeze_mask") : nil)
+        let region = try SliceRegion(inv, shape: x.shape)
         guard update.shape == region.resultShape || (update.count == region.count && update.shape.filter { $0 != 1 } == region.resultShape.filter { $0 != 1 }) else {
             throw KernelError("update has shape \(update.shape), the slice selects \(region.resultShape) of x \(x.shape)")
         }

@@ -30,8 +30,7 @@ import Interpreter
 /// ```
 /// Constants with more than 2^22 elements (weights) are not inspected.
 public struct ClampFP16Constants: OpRewritePass {
-    public static let name = "clamp_fp16_constants"
-    public static let summary = "Clamp constants beyond the fp16 range that reach fp16 ops (additive masks to -1e4, others to ±65504)."
+    public static let info = PassInfo("clamp_fp16_constants", "Clamp constants beyond the fp16 range that reach fp16 ops (additive masks to -1e4, others to ±65504).")
     public init() {}
 
     public static let fp16Max = 65504.0

@@ -44,8 +44,7 @@ import Interpreter
 /// and not twice: an `x` already divided by `reduce_max(abs(x))` is the safe form. An `rsqrt`'s
 /// own `epsilon` input is left as it is; the old eps constant is left for `dead_code_elimination`.
 public struct FP16SafeRMSNorm: OpRewritePass {
-    public static let name = "fp16_safe_rms_norm"
-    public static let summary = "Make fp16 RMSNorms overflow-safe: divide x by its row max|x| before squaring (eps scaled to match)."
+    public static let info = PassInfo("fp16_safe_rms_norm", "Make fp16 RMSNorms overflow-safe: divide x by its row max|x| before squaring (eps scaled to match).")
     public init() {}
 
     /// Smallest row scale (fp16's smallest normal), raised for large eps so that eps/m² stays finite.

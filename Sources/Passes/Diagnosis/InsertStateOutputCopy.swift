@@ -19,8 +19,7 @@ import GraphIR
 /// } -> (new_acc);
 /// ```
 public struct InsertStateOutputCopy: FunctionPass {
-    public static let name = "insert_state_output_copy"
-    public static let summary = "Return an identity copy of an output that is also written to a state (a Core ML runtime crash)."
+    public static let info = PassInfo("insert_state_output_copy", "Return an identity copy of an output that is also written to a state (a Core ML runtime crash).")
     public init() {}
 
     public func run(on function: Function, in model: Model) throws -> PassResult {

@@ -60,7 +60,7 @@ public enum NumericChecks {
               var s = div.operand("y")?.value?.producer else { return false }
         // The row max may pass through a floor: maximum(m, eps) or clip(m, alpha = eps, …).
         if s.type == "maximum" || s.type == "clip", let inner = s.operand("x")?.value?.producer { s = inner }
-        guard s.type == "reduce_max", let a = s.operand("x")?.value?.producer, a.type == "abs" else { return false }
+        guard s.type == "reduce_max", let a = s.producer(of: "x", type: "abs") else { return false }
         return a.operand("x")?.value === x
     }
 

@@ -31,7 +31,7 @@ enum StateChecks {
             guard let result = op.outputs.first else { continue }
             var stateName: String?
             for w in writes where w.operand("data")?.value === result { stateName = w.operand("input")?.value?.name }
-            if stateName == nil, let x = op.operand("x")?.value, let p = x.producer, p.type == "read_state" {
+            if stateName == nil, let p = op.producer(of: "x", type: "read_state") {
                 stateName = p.operand("input")?.value?.name
             }
             guard let state = stateName else { continue }

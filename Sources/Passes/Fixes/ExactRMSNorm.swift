@@ -22,7 +22,7 @@ struct CoremltoolsRMSNorm {
     static func match(addEps op: Op, uses: UseMap) -> CoremltoolsRMSNorm? {
         guard op.type == "add" else { return nil }
         for (meanName, epsName) in [("x", "y"), ("y", "x")] {
-            guard let ms = op.operand(meanName)?.value, let mean = ms.producer, mean.type == "reduce_mean",
+            guard let mean = op.producer(of: meanName, type: "reduce_mean"),
                   let epsOperand = op.operand(epsName), let c = epsOperand.constValue, let e = c.doubles(), e.count == 1,
                   let sqv = mean.operand("x")?.value, let sq = sqv.producer, NumericChecks.isSquare(sq),
                   let xs = sq.operand("x")?.value, NumericChecks.isScaledByRowMax(xs),
@@ -47,8 +47,7 @@ struct CoremltoolsRMSNorm {
 ///          v  = add(x = ms, y = e2)
 /// ```
 public struct ExactRMSNorm: OpRewritePass {
-    public static let name = "exact_rms_norm"
-    public static let summary = "Make coremltools' rms_norm lowering exact: add eps/max^2, not eps, to the max-scaled mean (#2821)."
+    public static let info = PassInfo("exact_rms_norm", "Make coremltools' rms_norm lowering exact: add eps/max^2, not eps, to the max-scaled mean (#2821).")
     public init() {}
 
     public static func isAnchor(_ op: Op) -> Bool { op.type == "add" }

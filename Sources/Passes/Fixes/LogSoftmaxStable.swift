@@ -14,14 +14,13 @@ import GraphIR
 ///   tensor<fp16, [1, 8]> lp = sub(x = z, y = lse)
 /// ```
 public struct LogSoftmaxStable: OpRewritePass {
-    public static let name = "log_softmax_stable"
-    public static let summary = "Rewrite log(softmax(x)) as x - reduce_log_sum_exp(x) (fp16 -inf, #2728)."
+    public static let info = PassInfo("log_softmax_stable", "Rewrite log(softmax(x)) as x - reduce_log_sum_exp(x) (fp16 -inf, #2728).")
     public init() {}
 
     public static func isAnchor(_ op: Op) -> Bool { op.type == "log" }
 
     public func rewrite(_ op: Op, in site: RewriteSite) {
-        guard let p = op.operand("x")?.value, let sm = p.producer, sm.type == "softmax",
+        guard let sm = op.producer(of: "x", type: "softmax"),
               let z = sm.operand("x")?.value, let zt = z.type.tensorType, !op.outputs.isEmpty else { return }
         let axis = sm.operand("axis")?.constValue?.ints()?.first ?? -1
         var reduced = zt

@@ -14,8 +14,7 @@ import Interpreter
 ///          y = slice_update(x = k, update = u, begin = b4, end = e4, end_mask = [false, false, false, true])
 /// ```
 public struct PadSliceUpdate: OpRewritePass {
-    public static let name = "pad_slice_update"
-    public static let summary = "Pad slice_update begin/end/stride/masks with fewer entries than the rank (coreai-models#275)."
+    public static let info = PassInfo("pad_slice_update", "Pad slice_update begin/end/stride/masks with fewer entries than the rank (coreai-models#275).")
     public init() {}
 
     public static func isAnchor(_ op: Op) -> Bool { op.type == "slice_update" }

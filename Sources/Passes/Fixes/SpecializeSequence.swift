@@ -40,8 +40,7 @@ public enum PassOptions {
 /// - Throws: `PassError` when shape inference fails at a size (the function is not valid there)
 ///   or an entry gives END < S (a negative count of cached tokens).
 public struct SpecializeSequence: Pass {
-    public static let name = "specialize_sequence"
-    public static let summary = "Static functions per sequence size (default 1 and 64; S:END for a growing mask) sharing states and weights: a multifunction package."
+    public static let info = PassInfo("specialize_sequence", "Static functions per sequence size (default 1 and 64; S:END for a growing mask) sharing states and weights: a multifunction package.")
     public init() {}
 
     /// One static function: the sequence size and, for a growing mask, its END.

@@ -50,8 +50,7 @@ enum Rank0ExpandDims {
 ///   tensor<int32, [4]> idx = stack(values = (z, z, end, z), axis = 0)
 /// ```
 public struct SplitRank0ExpandDims: OpRewritePass {
-    public static let name = "split_rank0_expand_dims"
-    public static let summary = "Compute the expand_dims user of a rank-0 binary op in rank 1 (coremltools' rank0_expand_dims_swap crash)."
+    public static let info = PassInfo("split_rank0_expand_dims", "Compute the expand_dims user of a rank-0 binary op in rank 1 (coremltools' rank0_expand_dims_swap crash).")
     public init() {}
 
     public static func isAnchor(_ op: Op) -> Bool { Rank0ExpandDims.binaryOps.contains(op.type) }

@@ -14,14 +14,13 @@ import GraphIR
 /// ```
 /// Casts whose table fits the narrow type (coremltools' own `add_int16_cast` form) are kept.
 public struct WidenGatherIndex: OpRewritePass {
-    public static let name = "widen_gather_index"
-    public static let summary = "Drop an int16/int8 cast of gather indices when the table has more rows than the narrow type holds (#2222)."
+    public static let info = PassInfo("widen_gather_index", "Drop an int16/int8 cast of gather indices when the table has more rows than the narrow type holds (#2222).")
     public init() {}
 
     public static func isAnchor(_ op: Op) -> Bool { op.type == "gather" }
 
     public func rewrite(_ g: Op, in site: RewriteSite) {
-        guard let ind = g.operand("indices")?.value, let cast = ind.producer, cast.type == "cast",
+        guard let cast = g.producer(of: "indices", type: "cast"),
               let dtName = cast.operand("dtype")?.constValue?.stringValue,
               let dt = DType(rawValue: dtName), let limit = PatternChecks.narrow[dt],
               let x = cast.operand("x")?.value, let xt = x.type.tensorType, xt.dtype == .int32,
