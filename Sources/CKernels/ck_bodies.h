@@ -456,41 +456,36 @@ AI void softmax_body(float *x, long rows, long n, long ld) {
     }
 }
 
+/// c[0]·yⁿ⁻¹ + c[1]·yⁿ⁻² + … + c[n−1] by Horner's rule, one step `r·y + c[i]` (one FMA where
+/// FMA exists) per coefficient after the first. `n` is a constant at every call: the loop
+/// unrolls into the n − 1 steps, the coefficients into immediates.
+AI v8f horner8(v8f y, const float *c, int n) {
+    v8f r = splat(c[0]);
+    for (int i = 1; i < n; i++) r = r * y + splat(c[i]);
+    return r;
+}
+
+/// Cephes `erff` (T: erf z = z·T(z²) for |z| < 1) and `erfcf` (P for 1 ≤ |z| < 2, R above:
+/// erfc a = e^{−a²}·(1/a)·P(1/a²)), highest power first.
+static const float erf_T[7] = {7.8538614e-5f, -8.0101936e-4f, 5.1883277e-3f, -2.6853812e-2f,
+                               1.1283585e-1f, -3.7612626e-1f, 1.1283792f};
+static const float erfc_P[9] = {2.3268199e-2f, -1.3870394e-1f, 3.6874247e-1f, -5.824733e-1f, 6.2100046e-1f,
+                                -4.9445153e-1f, 3.40488e-1f,   -2.741127e-1f, 5.6382594e-1f};
+static const float erfc_R[8] = {-1.0477664e1f, 1.297720e1f,    -7.4955187f,  2.921019f,
+                                -1.0152653f,   4.2184634e-1f, -2.8207674e-1f, 5.641895e-1f};
+
 /// gelu EXACT, 8 lanes: 0.5·x·(1 + erf(x/√2)) with Cephes `erff` / `erfcf`: for |z| < 1 (z =
 /// x/√2) erf z = z·T(z²); above, 1 + erf z = 2 − erfc|z| (z > 0) or erfc|z| (z < 0), erfc a =
 /// e^{−a²}·(1/a)·P(1/a²) (P for a < 2, R above), so the negative tail keeps its relative
-/// precision. The same formula as the Interpreter's FastExp.geluExact8.
+/// precision.
 AI v8f gelu_erf8(v8f x) {
     const v8f z = x * splat(0.70710677f);
     const v8i neg = z < splat(0.0f);
     const v8f a = vsel(neg, -z, z);
-    const v8f zz = z * z;
-    v8f t = splat(7.8538614e-5f);
-    t = t * zz + splat(-8.0101936e-4f);
-    t = t * zz + splat(5.1883277e-3f);
-    t = t * zz + splat(-2.6853812e-2f);
-    t = t * zz + splat(1.1283585e-1f);
-    t = t * zz + splat(-3.7612626e-1f);
-    t = t * zz + splat(1.1283792f);
-    const v8f small = splat(1.0f) + z * t;
+    const v8f small = splat(1.0f) + z * horner8(z * z, erf_T, 7);
     const v8f q = splat(1.0f) / a, y = q * q;
-    v8f p = splat(2.3268199e-2f);
-    p = p * y + splat(-1.3870394e-1f);
-    p = p * y + splat(3.6874247e-1f);
-    p = p * y + splat(-5.824733e-1f);
-    p = p * y + splat(6.2100046e-1f);
-    p = p * y + splat(-4.9445153e-1f);
-    p = p * y + splat(3.40488e-1f);
-    p = p * y + splat(-2.741127e-1f);
-    p = p * y + splat(5.6382594e-1f);
-    v8f rr = splat(-1.0477664e1f);
-    rr = rr * y + splat(1.297720e1f);
-    rr = rr * y + splat(-7.4955187f);
-    rr = rr * y + splat(2.921019f);
-    rr = rr * y + splat(-1.0152653f);
-    rr = rr * y + splat(4.2184634e-1f);
-    rr = rr * y + splat(-2.8207674e-1f);
-    rr = rr * y + splat(5.641895e-1f);
+    const v8f p = horner8(y, erfc_P, 9);
+    const v8f rr = horner8(y, erfc_R, 8);
     const v8f erfc = exp8v(-(a * a)) * q * vsel(a >= splat(2.0f), rr, p);
     const v8f big = vsel(z > splat(0.0f), splat(2.0f) - erfc, erfc);
     const v8i inSmall = a < splat(1.0f);

@@ -65,6 +65,14 @@ final class ProtoArena {
         return p
     }
 
+    /// ``message(_:)`` given its fields by `fill`: a nested message built where its parent's
+    /// field is set (the message type is the one `initialize` takes).
+    func message<T>(_ initialize: (UnsafeMutablePointer<T>?) -> Void, _ fill: (inout T) throws -> Void) rethrows -> UnsafeMutablePointer<T> {
+        let p = message(initialize)
+        try fill(&p.pointee)
+        return p
+    }
+
     /// A malloc'd copy of `items` (nil when empty: protobuf-c ignores the pointer when n == 0).
     func array<T>(_ items: [T]) -> UnsafeMutablePointer<T>? {
         guard !items.isEmpty else { return nil }
@@ -72,6 +80,9 @@ final class ProtoArena {
         p.initialize(from: items, count: items.count)
         return p
     }
+
+    /// A repeated field's count and a malloc'd copy of `items` (protobuf-c's `n_<field>`, `<field>` pair).
+    func counted<T>(_ items: [T]) -> (Int, UnsafeMutablePointer<T>?) { (items.count, array(items)) }
 
     /// A malloc'd copy of raw bytes.
     func bytes(_ b: [UInt8]) -> UnsafeMutablePointer<UInt8>? { array(b) }
@@ -166,8 +177,7 @@ struct SpecEncoder {
     }
 
     private func features(_ fs: [FeatureDescription], _ ctx: String) throws -> (Int, UnsafeMutablePointer<UnsafeMutablePointer<PFeatureDescription>?>?) {
-        let items = try fs.map { Optional(try encodeFeature($0, ctx)) }
-        return (items.count, arena.array(items))
+        arena.counted(try fs.map { Optional(try encodeFeature($0, ctx)) })
     }
 
     private func encodeDescription(_ d: ModelDescription) throws -> UnsafeMutablePointer<PModelDescription> {
@@ -189,8 +199,7 @@ struct SpecEncoder {
             fp.pointee.predictedprobabilitiesname = try arena.string(f.predictedProbabilitiesName, "predictedProbabilitiesName")
             return fp
         }
-        p.pointee.n_functions = fns.count
-        p.pointee.functions = arena.array(fns)
+        (p.pointee.n_functions, p.pointee.functions) = arena.counted(fns)
         // An all-empty Metadata is left out (coremltools' multi-function packages have none).
         let md = d.metadata
         let emptyMetadata = md.shortDescription.isEmpty && md.versionString.isEmpty && md.author.isEmpty
@@ -211,8 +220,7 @@ struct SpecEncoder {
             e.pointee.value = try arena.string(kv.value, "metadata userDefined['\(kv.key)']")
             return e
         }
-        p.pointee.n_userdefined = entries.count
-        p.pointee.userdefined = arena.array(entries)
+        (p.pointee.n_userdefined, p.pointee.userdefined) = arena.counted(entries)
         return p
     }
 
@@ -237,34 +245,26 @@ struct SpecEncoder {
 
     private func encodeArrayFeature(_ a: ArrayFeature) -> UnsafeMutablePointer<PArrayFeatureType> {
         let p: UnsafeMutablePointer<PArrayFeatureType> = arena.message(core_ml__specification__array_feature_type__init)
-        p.pointee.n_shape = a.shape.count
-        p.pointee.shape = arena.array(a.shape.map { Int64($0) })
+        (p.pointee.n_shape, p.pointee.shape) = arena.counted(a.shape.map { Int64($0) })
         p.pointee.datatype = cEnum(a.rawDataType)
         switch a.flexibility {
         case .none:
             break
         case let .range(ranges):
-            let sr: UnsafeMutablePointer<CoreML__Specification__ArrayFeatureType__ShapeRange> =
-                arena.message(core_ml__specification__array_feature_type__shape_range__init)
-            let items = ranges.map { Optional(sizeRange($0)) }
-            sr.pointee.n_sizeranges = items.count
-            sr.pointee.sizeranges = arena.array(items)
             p.pointee.shape_flexibility_case = CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__SHAPE_FLEXIBILITY_SHAPE_RANGE
-            p.pointee.shaperange = sr
-        case let .enumerated(shapes):
-            let es: UnsafeMutablePointer<CoreML__Specification__ArrayFeatureType__EnumeratedShapes> =
-                arena.message(core_ml__specification__array_feature_type__enumerated_shapes__init)
-            let items = shapes.map { s -> UnsafeMutablePointer<CoreML__Specification__ArrayFeatureType__Shape>? in
-                let sp: UnsafeMutablePointer<CoreML__Specification__ArrayFeatureType__Shape> =
-                    arena.message(core_ml__specification__array_feature_type__shape__init)
-                sp.pointee.n_shape = s.count
-                sp.pointee.shape = arena.array(s.map { Int64($0) })
-                return sp
+            p.pointee.shaperange = arena.message(core_ml__specification__array_feature_type__shape_range__init) {
+                ($0.n_sizeranges, $0.sizeranges) = arena.counted(ranges.map { Optional(sizeRange($0)) })
             }
-            es.pointee.n_shapes = items.count
-            es.pointee.shapes = arena.array(items)
+        case let .enumerated(shapes):
+            let items = shapes.map { s in
+                Optional(arena.message(core_ml__specification__array_feature_type__shape__init) {
+                    ($0.n_shape, $0.shape) = arena.counted(s.map { Int64($0) })
+                })
+            }
             p.pointee.shape_flexibility_case = CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__SHAPE_FLEXIBILITY_ENUMERATED_SHAPES
-            p.pointee.enumeratedshapes = es
+            p.pointee.enumeratedshapes = arena.message(core_ml__specification__array_feature_type__enumerated_shapes__init) {
+                ($0.n_shapes, $0.shapes) = arena.counted(items)
+            }
         }
         switch a.defaultValue {
         case nil:
@@ -290,12 +290,11 @@ struct SpecEncoder {
             p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_MULTI_ARRAY_TYPE
             p.pointee.multiarraytype = encodeArrayFeature(a)
         case let .state(a):
-            let s: UnsafeMutablePointer<CoreML__Specification__StateFeatureType> =
-                arena.message(core_ml__specification__state_feature_type__init)
-            s.pointee.type_case = CORE_ML__SPECIFICATION__STATE_FEATURE_TYPE__TYPE_ARRAY_TYPE
-            s.pointee.arraytype = encodeArrayFeature(a)
             p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_STATE_TYPE
-            p.pointee.statetype = s
+            p.pointee.statetype = arena.message(core_ml__specification__state_feature_type__init) {
+                $0.type_case = CORE_ML__SPECIFICATION__STATE_FEATURE_TYPE__TYPE_ARRAY_TYPE
+                $0.arraytype = encodeArrayFeature(a)
+            }
         case .int64:
             p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_INT64_TYPE
             p.pointee.int64type = arena.message(core_ml__specification__int64_feature_type__init)
@@ -306,60 +305,53 @@ struct SpecEncoder {
             p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_STRING_TYPE
             p.pointee.stringtype = arena.message(core_ml__specification__string_feature_type__init)
         case let .image(img):
-            let ip: UnsafeMutablePointer<CoreML__Specification__ImageFeatureType> =
-                arena.message(core_ml__specification__image_feature_type__init)
-            ip.pointee.width = img.width
-            ip.pointee.height = img.height
-            ip.pointee.colorspace = cEnum(img.colorSpace)
-            if let sizes = img.sizes {
-                let es: UnsafeMutablePointer<CoreML__Specification__ImageFeatureType__EnumeratedImageSizes> =
-                    arena.message(core_ml__specification__image_feature_type__enumerated_image_sizes__init)
-                let items = sizes.map { s -> UnsafeMutablePointer<CoreML__Specification__ImageFeatureType__ImageSize>? in
-                    let sp: UnsafeMutablePointer<CoreML__Specification__ImageFeatureType__ImageSize> =
-                        arena.message(core_ml__specification__image_feature_type__image_size__init)
-                    sp.pointee.width = s.width
-                    sp.pointee.height = s.height
-                    return sp
-                }
-                es.pointee.n_sizes = items.count
-                es.pointee.sizes = arena.array(items)
-                ip.pointee.size_flexibility_case = CORE_ML__SPECIFICATION__IMAGE_FEATURE_TYPE__SIZE_FLEXIBILITY_ENUMERATED_SIZES
-                ip.pointee.enumeratedsizes = es
-            } else if img.widthRange != nil || img.heightRange != nil {
-                let rp: UnsafeMutablePointer<CoreML__Specification__ImageFeatureType__ImageSizeRange> =
-                    arena.message(core_ml__specification__image_feature_type__image_size_range__init)
-                rp.pointee.widthrange = img.widthRange.map(sizeRange)
-                rp.pointee.heightrange = img.heightRange.map(sizeRange)
-                ip.pointee.size_flexibility_case = CORE_ML__SPECIFICATION__IMAGE_FEATURE_TYPE__SIZE_FLEXIBILITY_IMAGE_SIZE_RANGE
-                ip.pointee.imagesizerange = rp
-            }
             p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_IMAGE_TYPE
-            p.pointee.imagetype = ip
+            p.pointee.imagetype = arena.message(core_ml__specification__image_feature_type__init) { ip in
+                ip.width = img.width
+                ip.height = img.height
+                ip.colorspace = cEnum(img.colorSpace)
+                if let sizes = img.sizes {
+                    let items = sizes.map { s in
+                        Optional(arena.message(core_ml__specification__image_feature_type__image_size__init) {
+                            $0.width = s.width
+                            $0.height = s.height
+                        })
+                    }
+                    ip.size_flexibility_case = CORE_ML__SPECIFICATION__IMAGE_FEATURE_TYPE__SIZE_FLEXIBILITY_ENUMERATED_SIZES
+                    ip.enumeratedsizes = arena.message(core_ml__specification__image_feature_type__enumerated_image_sizes__init) {
+                        ($0.n_sizes, $0.sizes) = arena.counted(items)
+                    }
+                } else if img.widthRange != nil || img.heightRange != nil {
+                    ip.size_flexibility_case = CORE_ML__SPECIFICATION__IMAGE_FEATURE_TYPE__SIZE_FLEXIBILITY_IMAGE_SIZE_RANGE
+                    ip.imagesizerange = arena.message(core_ml__specification__image_feature_type__image_size_range__init) {
+                        $0.widthrange = img.widthRange.map(sizeRange)
+                        $0.heightrange = img.heightRange.map(sizeRange)
+                    }
+                }
+            }
         case let .dictionary(stringKeys):
-            let dp: UnsafeMutablePointer<CoreML__Specification__DictionaryFeatureType> =
-                arena.message(core_ml__specification__dictionary_feature_type__init)
-            if stringKeys {
-                dp.pointee.key_type_case = CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_STRING_KEY_TYPE
-                dp.pointee.stringkeytype = arena.message(core_ml__specification__string_feature_type__init)
-            } else {
-                dp.pointee.key_type_case = CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_INT64_KEY_TYPE
-                dp.pointee.int64keytype = arena.message(core_ml__specification__int64_feature_type__init)
-            }
             p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_DICTIONARY_TYPE
-            p.pointee.dictionarytype = dp
-        case let .sequence(stringElements, range):
-            let sp: UnsafeMutablePointer<CoreML__Specification__SequenceFeatureType> =
-                arena.message(core_ml__specification__sequence_feature_type__init)
-            if stringElements {
-                sp.pointee.type_case = CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_STRING_TYPE
-                sp.pointee.stringtype = arena.message(core_ml__specification__string_feature_type__init)
-            } else {
-                sp.pointee.type_case = CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_INT64_TYPE
-                sp.pointee.int64type = arena.message(core_ml__specification__int64_feature_type__init)
+            p.pointee.dictionarytype = arena.message(core_ml__specification__dictionary_feature_type__init) {
+                if stringKeys {
+                    $0.key_type_case = CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_STRING_KEY_TYPE
+                    $0.stringkeytype = arena.message(core_ml__specification__string_feature_type__init)
+                } else {
+                    $0.key_type_case = CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_INT64_KEY_TYPE
+                    $0.int64keytype = arena.message(core_ml__specification__int64_feature_type__init)
+                }
             }
-            sp.pointee.sizerange = range.map(sizeRange)
+        case let .sequence(stringElements, range):
             p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_SEQUENCE_TYPE
-            p.pointee.sequencetype = sp
+            p.pointee.sequencetype = arena.message(core_ml__specification__sequence_feature_type__init) {
+                if stringElements {
+                    $0.type_case = CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_STRING_TYPE
+                    $0.stringtype = arena.message(core_ml__specification__string_feature_type__init)
+                } else {
+                    $0.type_case = CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_INT64_TYPE
+                    $0.int64type = arena.message(core_ml__specification__int64_feature_type__init)
+                }
+                $0.sizerange = range.map(sizeRange)
+            }
         case .unset:
             break
         }
@@ -379,8 +371,7 @@ struct SpecEncoder {
             e.pointee.value = try encodeFunction(f)
             return e
         }
-        p.pointee.n_functions = fns.count
-        p.pointee.functions = arena.array(fns)
+        (p.pointee.n_functions, p.pointee.functions) = arena.counted(fns)
         (p.pointee.n_attributes, p.pointee.attributes) = try attributes(
             prog.attributes, "program", core_ml__specification__milspec__program__attributes_entry__init
         ) { e, k, v in e.pointee.key = k; e.pointee.value = v }
@@ -399,7 +390,7 @@ struct SpecEncoder {
                 try encodeValue(a.value, "\(ctx) attribute '\(a.name)'", weight: weights.contains(a.name)))
             return e
         }
-        return (items.count, arena.array(items))
+        return arena.counted(items)
     }
 
     private func namedValueType(_ v: Value, _ ctx: String) throws -> UnsafeMutablePointer<PNamedValueType> {
@@ -413,8 +404,7 @@ struct SpecEncoder {
         let ctx = "function '\(f.name)'"
         let p: UnsafeMutablePointer<PFunction> = arena.message(core_ml__specification__milspec__function__init)
         let ins = try f.inputs.map { Optional(try namedValueType($0, "\(ctx) input")) }
-        p.pointee.n_inputs = ins.count
-        p.pointee.inputs = arena.array(ins)
+        (p.pointee.n_inputs, p.pointee.inputs) = arena.counted(ins)
         p.pointee.opset = try arena.string(f.opset, "\(ctx) opset")
         var specs: [(String, Block)] = [(f.opset, f.body)]
         specs += f.otherSpecializations.map { ($0.opset, $0.block) }
@@ -425,8 +415,7 @@ struct SpecEncoder {
             e.pointee.value = try encodeBlock(spec.1, "\(ctx)<\(spec.0)>")
             return e
         }
-        p.pointee.n_block_specializations = entries.count
-        p.pointee.block_specializations = arena.array(entries)
+        (p.pointee.n_block_specializations, p.pointee.block_specializations) = arena.counted(entries)
         (p.pointee.n_attributes, p.pointee.attributes) = try attributes(
             f.attributes, ctx, core_ml__specification__milspec__function__attributes_entry__init
         ) { e, k, v in e.pointee.key = k; e.pointee.value = v }
@@ -436,14 +425,11 @@ struct SpecEncoder {
     private func encodeBlock(_ b: Block, _ ctx: String) throws -> UnsafeMutablePointer<PBlock> {
         let p: UnsafeMutablePointer<PBlock> = arena.message(core_ml__specification__milspec__block__init)
         let ins = try b.inputs.map { Optional(try namedValueType($0, "\(ctx) block input")) }
-        p.pointee.n_inputs = ins.count
-        p.pointee.inputs = arena.array(ins)
+        (p.pointee.n_inputs, p.pointee.inputs) = arena.counted(ins)
         let outs = try b.outputs.map { Optional(try arena.string($0.name, "\(ctx) block output name")) }
-        p.pointee.n_outputs = outs.count
-        p.pointee.outputs = arena.array(outs)
+        (p.pointee.n_outputs, p.pointee.outputs) = arena.counted(outs)
         let ops = try b.operations.map { Optional(try encodeOperation($0, ctx)) }
-        p.pointee.n_operations = ops.count
-        p.pointee.operations = arena.array(ops)
+        (p.pointee.n_operations, p.pointee.operations) = arena.counted(ops)
         (p.pointee.n_attributes, p.pointee.attributes) = try attributes(
             b.attributes, "\(ctx) block", core_ml__specification__milspec__block__attributes_entry__init
         ) { e, k, v in e.pointee.key = k; e.pointee.value = v }
@@ -471,19 +457,15 @@ struct SpecEncoder {
                 }
                 return bp
             }
-            arg.pointee.n_arguments = bindings.count
-            arg.pointee.arguments = arena.array(bindings)
+            (arg.pointee.n_arguments, arg.pointee.arguments) = arena.counted(bindings)
             e.pointee.value = arg
             return e
         }
-        p.pointee.n_inputs = inputs.count
-        p.pointee.inputs = arena.array(inputs)
+        (p.pointee.n_inputs, p.pointee.inputs) = arena.counted(inputs)
         let outs = try op.outputs.map { Optional(try namedValueType($0, "\(ctx) output")) }
-        p.pointee.n_outputs = outs.count
-        p.pointee.outputs = arena.array(outs)
+        (p.pointee.n_outputs, p.pointee.outputs) = arena.counted(outs)
         let blocks = try op.blocks.enumerated().map { Optional(try encodeBlock($0.element, "\(ctx) block \($0.offset)")) }
-        p.pointee.n_blocks = blocks.count
-        p.pointee.blocks = arena.array(blocks)
+        (p.pointee.n_blocks, p.pointee.blocks) = arena.counted(blocks)
         // A const's `val` and iOS16 constexpr parameters may go to the weight file (ImmediateBlob).
         let weights = op.type == "const" ? ["val"] : op.type.hasPrefix("constexpr_") ? op.attributes.map(\.name).filter { $0 != "name" } : []
         (p.pointee.n_attributes, p.pointee.attributes) = try attributes(
@@ -499,17 +481,15 @@ struct SpecEncoder {
         switch d {
         case let .fixed(n):
             guard n >= 0 else { throw WriterFailure("\(ctx): negative dimension \(n)") }
-            let c: UnsafeMutablePointer<CoreML__Specification__MILSpec__Dimension__ConstantDimension> =
-                arena.message(core_ml__specification__milspec__dimension__constant_dimension__init)
-            c.pointee.size = UInt64(n)
             p.pointee.dimension_case = CORE_ML__SPECIFICATION__MILSPEC__DIMENSION__DIMENSION_CONSTANT
-            p.pointee.constant = c
+            p.pointee.constant = arena.message(core_ml__specification__milspec__dimension__constant_dimension__init) {
+                $0.size = UInt64(n)
+            }
         case .symbol, .unknown, .variadic:
-            let u: UnsafeMutablePointer<CoreML__Specification__MILSpec__Dimension__UnknownDimension> =
-                arena.message(core_ml__specification__milspec__dimension__unknown_dimension__init)
-            if case .variadic = d { u.pointee.variadic = 1 } else { u.pointee.variadic = 0 }
             p.pointee.dimension_case = CORE_ML__SPECIFICATION__MILSPEC__DIMENSION__DIMENSION_UNKNOWN
-            p.pointee.unknown = u
+            p.pointee.unknown = arena.message(core_ml__specification__milspec__dimension__unknown_dimension__init) {
+                if case .variadic = d { $0.variadic = 1 } else { $0.variadic = 0 }
+            }
         }
         return p
     }
@@ -518,42 +498,34 @@ struct SpecEncoder {
         let p: UnsafeMutablePointer<PValueType> = arena.message(core_ml__specification__milspec__value_type__init)
         switch t {
         case let .tensor(tt):
-            let tp: UnsafeMutablePointer<PTensorType> = arena.message(core_ml__specification__milspec__tensor_type__init)
-            tp.pointee.datatype = cEnum(tt.dtype.protoCode)
-            tp.pointee.rank = Int64(tt.shape.count)
-            let dims = try tt.shape.map { Optional(try dimension($0, ctx)) }
-            tp.pointee.n_dimensions = dims.count
-            tp.pointee.dimensions = arena.array(dims)
             p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TENSOR_TYPE
-            p.pointee.tensortype = tp
+            p.pointee.tensortype = try arena.message(core_ml__specification__milspec__tensor_type__init) { m in
+                m.datatype = cEnum(tt.dtype.protoCode)
+                m.rank = Int64(tt.shape.count)
+                (m.n_dimensions, m.dimensions) = arena.counted(try tt.shape.map { Optional(try dimension($0, ctx)) })
+            }
         case let .list(elem, length):
-            let lp: UnsafeMutablePointer<CoreML__Specification__MILSpec__ListType> =
-                arena.message(core_ml__specification__milspec__list_type__init)
-            lp.pointee.type = try encodeType(elem, ctx)
-            lp.pointee.length = try dimension(length, ctx)
             p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_LIST_TYPE
-            p.pointee.listtype = lp
+            p.pointee.listtype = try arena.message(core_ml__specification__milspec__list_type__init) {
+                $0.type = try encodeType(elem, ctx)
+                $0.length = try dimension(length, ctx)
+            }
         case let .tuple(types):
-            let tp: UnsafeMutablePointer<CoreML__Specification__MILSpec__TupleType> =
-                arena.message(core_ml__specification__milspec__tuple_type__init)
-            let items = try types.map { Optional(try encodeType($0, ctx)) }
-            tp.pointee.n_types = items.count
-            tp.pointee.types = arena.array(items)
             p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_TUPLE_TYPE
-            p.pointee.tupletype = tp
+            p.pointee.tupletype = try arena.message(core_ml__specification__milspec__tuple_type__init) { m in
+                (m.n_types, m.types) = arena.counted(try types.map { Optional(try encodeType($0, ctx)) })
+            }
         case let .dict(k, v):
-            let dp: UnsafeMutablePointer<CoreML__Specification__MILSpec__DictionaryType> =
-                arena.message(core_ml__specification__milspec__dictionary_type__init)
-            dp.pointee.keytype = try encodeType(k, ctx)
-            dp.pointee.valuetype = try encodeType(v, ctx)
             p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_DICTIONARY_TYPE
-            p.pointee.dictionarytype = dp
+            p.pointee.dictionarytype = try arena.message(core_ml__specification__milspec__dictionary_type__init) {
+                $0.keytype = try encodeType(k, ctx)
+                $0.valuetype = try encodeType(v, ctx)
+            }
         case let .state(inner):
-            let sp: UnsafeMutablePointer<CoreML__Specification__MILSpec__StateType> =
-                arena.message(core_ml__specification__milspec__state_type__init)
-            sp.pointee.wrappedtype = try encodeType(inner, ctx)
             p.pointee.type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_STATE_TYPE
-            p.pointee.statetype = sp
+            p.pointee.statetype = try arena.message(core_ml__specification__milspec__state_type__init) {
+                $0.wrappedtype = try encodeType(inner, ctx)
+            }
         }
         return p
     }
@@ -568,26 +540,24 @@ struct SpecEncoder {
         p.pointee.type = try encodeType(c.type, ctx)
         if weight, !immediateOffsets.isEmpty, let blob = ImmediateBlob(c, specificationVersion: model.specificationVersion),
            let off = immediateOffsets[blob] {
-            let bp: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__BlobFileValue> =
-                arena.message(core_ml__specification__milspec__value__blob_file_value__init)
-            bp.pointee.filename = try arena.string(blobFileName, "blob file name")
-            bp.pointee.offset = off
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE
-            p.pointee.blobfilevalue = bp
+            p.pointee.blobfilevalue = try arena.message(core_ml__specification__milspec__value__blob_file_value__init) {
+                $0.filename = try arena.string(blobFileName, "blob file name")
+                $0.offset = off
+            }
             return p
         }
         if case let .blob(ref) = c.payload {
-            let bp: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__BlobFileValue> =
-                arena.message(core_ml__specification__milspec__value__blob_file_value__init)
-            if let off = blobOffsets[BlobKey(ref, in: model)] {
-                bp.pointee.filename = try arena.string(blobFileName, "blob file name")
-                bp.pointee.offset = off
-            } else {
-                bp.pointee.filename = try arena.string(ref.fileName, "\(ctx) blob file name")
-                bp.pointee.offset = ref.offset
-            }
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE
-            p.pointee.blobfilevalue = bp
+            p.pointee.blobfilevalue = try arena.message(core_ml__specification__milspec__value__blob_file_value__init) {
+                if let off = blobOffsets[BlobKey(ref, in: model)] {
+                    $0.filename = try arena.string(blobFileName, "blob file name")
+                    $0.offset = off
+                } else {
+                    $0.filename = try arena.string(ref.fileName, "\(ctx) blob file name")
+                    $0.offset = ref.offset
+                }
+            }
             return p
         }
         let imm: UnsafeMutablePointer<CoreML__Specification__MILSpec__Value__ImmediateValue> =
@@ -599,39 +569,35 @@ struct SpecEncoder {
             imm.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_TENSOR
             imm.pointee.tensor = try encodeTensorValue(storage, ctx)
         case let .tuple(values):
-            let tp: UnsafeMutablePointer<CoreML__Specification__MILSpec__TupleValue> =
-                arena.message(core_ml__specification__milspec__tuple_value__init)
-            let items = try values.enumerated().map { Optional(try encodeValue($0.element, "\(ctx)[\($0.offset)]")) }
-            tp.pointee.n_values = items.count
-            tp.pointee.values = arena.array(items)
             imm.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_TUPLE
-            imm.pointee.tuple = tp
-        case let .list(values):
-            let lp: UnsafeMutablePointer<CoreML__Specification__MILSpec__ListValue> =
-                arena.message(core_ml__specification__milspec__list_value__init)
-            let items = try values.enumerated().map { Optional(try encodeValue($0.element, "\(ctx)[\($0.offset)]")) }
-            lp.pointee.n_values = items.count
-            lp.pointee.values = arena.array(items)
-            imm.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_LIST
-            imm.pointee.list = lp
-        case let .dict(entries):
-            let dp: UnsafeMutablePointer<CoreML__Specification__MILSpec__DictionaryValue> =
-                arena.message(core_ml__specification__milspec__dictionary_value__init)
-            let items = try entries.enumerated().map { i, kv -> UnsafeMutablePointer<CoreML__Specification__MILSpec__DictionaryValue__KeyValuePair>? in
-                let e: UnsafeMutablePointer<CoreML__Specification__MILSpec__DictionaryValue__KeyValuePair> =
-                    arena.message(core_ml__specification__milspec__dictionary_value__key_value_pair__init)
-                e.pointee.key = try encodeValue(kv.key, "\(ctx) key \(i)")
-                e.pointee.value = try encodeValue(kv.value, "\(ctx) value \(i)")
-                return e
+            imm.pointee.tuple = try arena.message(core_ml__specification__milspec__tuple_value__init) { m in
+                (m.n_values, m.values) = arena.counted(try elements(values, ctx))
             }
-            dp.pointee.n_values = items.count
-            dp.pointee.values = arena.array(items)
+        case let .list(values):
+            imm.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_LIST
+            imm.pointee.list = try arena.message(core_ml__specification__milspec__list_value__init) { m in
+                (m.n_values, m.values) = arena.counted(try elements(values, ctx))
+            }
+        case let .dict(entries):
+            let items = try entries.enumerated().map { i, kv in
+                Optional(try arena.message(core_ml__specification__milspec__dictionary_value__key_value_pair__init) {
+                    $0.key = try encodeValue(kv.key, "\(ctx) key \(i)")
+                    $0.value = try encodeValue(kv.value, "\(ctx) value \(i)")
+                })
+            }
             imm.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__IMMEDIATE_VALUE__VALUE_DICTIONARY
-            imm.pointee.dictionary = dp
+            imm.pointee.dictionary = arena.message(core_ml__specification__milspec__dictionary_value__init) {
+                ($0.n_values, $0.values) = arena.counted(items)
+            }
         }
         p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_IMMEDIATE_VALUE
         p.pointee.immediatevalue = imm
         return p
+    }
+
+    /// The elements of a tuple or list value, `ctx[i]` naming each in errors.
+    private func elements(_ values: [ConstValue], _ ctx: String) throws -> [UnsafeMutablePointer<PValue>?] {
+        try values.enumerated().map { Optional(try encodeValue($0.element, "\(ctx)[\($0.offset)]")) }
     }
 
     /// Exactly the `TensorValue` field the IR holds.
@@ -659,11 +625,10 @@ struct SpecEncoder {
             p.pointee.strings = repeated(core_ml__specification__milspec__tensor_value__repeated_strings__init, items)
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_STRINGS
         case let .bytes(v):
-            let r: UnsafeMutablePointer<CoreML__Specification__MILSpec__TensorValue__RepeatedBytes> =
-                arena.message(core_ml__specification__milspec__tensor_value__repeated_bytes__init)
-            r.pointee.values = ProtobufCBinaryData(len: v.count, data: arena.bytes(v))
             p.pointee.value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BYTES
-            p.pointee.bytes = r
+            p.pointee.bytes = arena.message(core_ml__specification__milspec__tensor_value__repeated_bytes__init) {
+                $0.values = ProtobufCBinaryData(len: v.count, data: arena.bytes(v))
+            }
         }
         return p
     }
@@ -671,10 +636,7 @@ struct SpecEncoder {
     /// One `TensorValue.Repeated*` message (floats, doubles, ints, long ints, bools, strings: each
     /// a `n_values` count and a `values` array) holding a copy of `values`.
     private func repeated<R: RepeatedField>(_ initialize: (UnsafeMutablePointer<R>?) -> Void, _ values: [R.Element]) -> UnsafeMutablePointer<R> {
-        let r: UnsafeMutablePointer<R> = arena.message(initialize)
-        r.pointee.n_values = values.count
-        r.pointee.values = arena.array(values)
-        return r
+        arena.message(initialize) { ($0.n_values, $0.values) = arena.counted(values) }
     }
 }
 

@@ -70,9 +70,10 @@ enum ActivationKernels {
         let mode = try inv.string("mode", default: "EXACT")
         switch mode {
         case "EXACT":
-            // C body (fk_gelu_erf, the formula of FastExp.geluExact8): Swift's SIMD8 selects
-            // lower to per-lane code, ~10× the instructions. Element by element, so chunks on
-            // several cores give the same bits (~7 cycles an element: cost ≈ 40 multiply-adds).
+            // C body (fk_gelu_erf: Cephes erff / erfcf, the negative tail as erfc, no
+            // cancellation): Swift's SIMD8 selects lower to per-lane code, ~10× the instructions.
+            // Element by element, so chunks on several cores give the same bits (~7 cycles an
+            // element: cost ≈ 40 multiply-adds).
             let x = try inv.tensor("x")
             let src = x.floats
             let n = src.count
@@ -287,48 +288,6 @@ enum FastExp {
         var out = small.replacing(with: big, where: a .>= 0.625)
         out.replace(with: x, where: x .!= x)
         return out
-    }
-
-    /// `0.5·x·(1 + erf(x/√2))` (gelu EXACT), with Cephes `erff`/`erfcf`: for |z| < 1 (z = x/√2)
-    /// `erf z = z·T(z²)`; above, `1 + erf z` is `2 − erfc|z|` (z > 0) or `erfc|z|` (z < 0), with
-    /// `erfc a = e^{−a²}·(1/a)·P(1/a²)` (P for a < 2, R above), so the negative tail keeps its
-    /// relative precision instead of cancelling in `1 + erf`. |erf error| ≤ ~1.2e−7 (checked
-    /// against libm's `erf` in ActivationKernelTests); ±inf and NaN as the erf form gives.
-    @inline(__always)
-    static func geluExact8(_ x: SIMD8<Float>) -> SIMD8<Float> {
-        let z = x * 0.707_106_77
-        let a = z.replacing(with: -z, where: z .< 0)
-        let zz = z * z
-        var t = SIMD8<Float>(repeating: 7.853_861_4e-5)
-        t = t * zz - 8.010_193_6e-4
-        t = t * zz + 5.188_327_7e-3
-        t = t * zz - 2.685_381_2e-2
-        t = t * zz + 1.128_358_5e-1
-        t = t * zz - 3.761_262_6e-1
-        t = t * zz + 1.128_379_2
-        let small = 1 + z * t
-        let q = 1 / a, y = q * q
-        var p = SIMD8<Float>(repeating: 2.326_819_9e-2)
-        p = p * y - 1.387_039_4e-1
-        p = p * y + 3.687_424_7e-1
-        p = p * y - 5.824_733e-1
-        p = p * y + 6.210_004_6e-1
-        p = p * y - 4.944_515_3e-1
-        p = p * y + 3.404_88e-1
-        p = p * y - 2.741_127e-1
-        p = p * y + 5.638_259_4e-1
-        var r = SIMD8<Float>(repeating: -1.047_766_4e1)
-        r = r * y + 1.297_72e1
-        r = r * y - 7.495_518_7
-        r = r * y + 2.921_019
-        r = r * y - 1.015_265_3
-        r = r * y + 4.218_463_4e-1
-        r = r * y - 2.820_767_4e-1
-        r = r * y + 5.641_895e-1
-        let erfc = exp8(-(a * a)) * q * p.replacing(with: r, where: a .>= 2)
-        let big = erfc.replacing(with: 2 - erfc, where: z .> 0)
-        let onePlusErf = small.replacing(with: big, where: .!(a .< 1))
-        return 0.5 * x * onePlusErf
     }
 
     /// `out[i] = f(a[i])` eight lanes at a time (the tail padded), f built on ``exp8(_:)``.

@@ -1,8 +1,7 @@
 import GraphIR
 
 /// Convolution and pooling (MIL `conv`, `conv_transpose`, `avg_pool`, `max_pool`, `l2_pool`)
-/// over 1, 2 or 3 spatial dimensions, layout `[N, C, *D]`. Registered through
-/// ``MatmulKernels/table``.
+/// over 1, 2 or 3 spatial dimensions, layout `[N, C, *D]`.
 ///
 /// `conv` is im2col + ``GEMM/nn`` per (batch, group); `conv_transpose` is ``GEMM/nn`` +
 /// col2im. Geometry follows coremltools' `ops/defs/_utils.py`: `same` pads

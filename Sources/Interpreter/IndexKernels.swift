@@ -6,7 +6,7 @@ import GraphIR
 ///
 /// Indices may be negative (counted from the end, as iOS15/16 allow; iOS17 leaves them
 /// undefined). An index outside `-d..<d` throws a ``KernelError`` naming the index, the axis and
-/// its size, whether or not `validate_indices` is set. Registered through ``ShapeKernels/table``.
+/// its size, whether or not `validate_indices` is set.
 enum IndexKernels {
     static let table: [String: Kernel] = [
         "slice_by_index": sliceByIndex,

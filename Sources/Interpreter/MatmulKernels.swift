@@ -3,23 +3,18 @@ import Dispatch
 import Foundation
 import GraphIR
 
-/// Linear algebra and attention: `linear`, `matmul`, `einsum`, `scaled_dot_product_attention`
-/// (plus the convolution and pooling kernels of ``ConvKernels``, registered with this family).
+/// Linear algebra and attention: `linear`, `matmul`, `einsum`, `scaled_dot_product_attention`.
 ///
 /// Products go through ``GEMM`` (fp32) and ``QuantizedGEMM`` (int8 weights with fused
 /// dequantization); everything is computed in fp32 (fp16 values are held as Float, see
 /// ``Precision``); the plan rounds outputs to the op's dtype.
 enum MatmulKernels {
-    static let table: [String: Kernel] = {
-        var t: [String: Kernel] = [
-            "linear": linear,
-            "matmul": matmul,
-            "einsum": einsum,
-            "scaled_dot_product_attention": scaledDotProductAttention,
-        ]
-        for (k, v) in ConvKernels.table { t[k] = v }
-        return t
-    }()
+    static let table: [String: Kernel] = [
+        "linear": linear,
+        "matmul": matmul,
+        "einsum": einsum,
+        "scaled_dot_product_attention": scaledDotProductAttention,
+    ]
 
     // MARK: - linear
 

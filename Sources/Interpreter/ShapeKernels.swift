@@ -10,38 +10,31 @@ import GraphIR
 /// strided view of a source written into a strided view of the output; dimensions that are
 /// contiguous in both are merged so the innermost run is one block copy (`memcpy` for trivial
 /// element types), and a transposing copy is done in 32×32 tiles.
-///
-/// ``table`` also carries the ``IndexKernels`` (slicing, gather/scatter, sorting, cumsum).
 enum ShapeKernels {
-    static let table: [String: Kernel] = {
-        var t: [String: Kernel] = [
-            "reshape": reshape,
-            "reshape_like": reshapeLike,
-            "transpose": transpose,
-            "expand_dims": expandDims,
-            "squeeze": squeeze,
-            "flatten2d": flatten2d,
-            "reverse": reverse,
-            "tile": tile,
-            "concat": concat,
-            "stack": stack,
-            "split": split,
-            "pad": pad,
-            "depth_to_space": depthToSpace,
-            "space_to_depth": spaceToDepth,
-            "pixel_shuffle": pixelShuffle,
-            "sliding_windows": slidingWindows,
-            "shape": shape,
-            "fill": fill,
-            "fill_like": fillLike,
-            "range_1d": range1d,
-            "band_part": bandPart,
-            "one_hot": oneHot,
-        ]
-        for (k, v) in IndexKernels.table { t[k] = v }
-        for (k, v) in spaceTable { t[k] = v }
-        return t
-    }()
+    static let table: [String: Kernel] = [
+        "reshape": reshape,
+        "reshape_like": reshapeLike,
+        "transpose": transpose,
+        "expand_dims": expandDims,
+        "squeeze": squeeze,
+        "flatten2d": flatten2d,
+        "reverse": reverse,
+        "tile": tile,
+        "concat": concat,
+        "stack": stack,
+        "split": split,
+        "pad": pad,
+        "depth_to_space": depthToSpace,
+        "space_to_depth": spaceToDepth,
+        "pixel_shuffle": pixelShuffle,
+        "sliding_windows": slidingWindows,
+        "shape": shape,
+        "fill": fill,
+        "fill_like": fillLike,
+        "range_1d": range1d,
+        "band_part": bandPart,
+        "one_hot": oneHot,
+    ]
 
     // MARK: - helpers
 
