@@ -40,8 +40,21 @@ enum CompareCommand: Command {
         ]
     )
 
+    /// Whether any input, state or op output of `f` (nested blocks included) is fp16: what
+    /// `--precision fp16` rounds.
+    static func typesFP16(_ f: Function) -> Bool {
+        func fp16(_ t: MILType) -> Bool {
+            if case let .state(inner) = t { return fp16(inner) }
+            return t.tensorType?.dtype == .fp16
+        }
+        if f.inputs.contains(where: { fp16($0.type) }) { return true }
+        var found = false
+        f.body.walk { op in if !found, op.outputs.contains(where: { fp16($0.type) }) { found = true } }
+        return found
+    }
+
     static func run(_ args: ParsedArguments) throws -> Int32 {
-                let pathA = args.positionals[0]
+        let pathA = args.positionals[0]
         let pathB = args.positionals.count > 1 ? args.positionals[1] : nil
         let precisions = try (args.value("precision") ?? "fp32").split(separator: ",").map { p -> Precision in
             guard let x = Precision(rawValue: String(p)) else { throw UsageError(message: "--precision takes fp32, fp16 or two of them (fp32,fp16), not '\(p)'") }
@@ -118,6 +131,9 @@ enum CompareCommand: Command {
             candidate = try ComparisonRunner(model: modelA, function: function, precision: candPrecision, label: "\(pathA) (\(candPrecision.rawValue))")
             reference = .run(r)
             calls = try calls_(args, candidate.session.function, seed: seed, length: length, steps: steps)
+            if refPrecision != candPrecision && !typesFP16(candidate.session.function) {
+                Console.err("note: function '\(candidate.session.function.name)' types no value fp16, so --precision fp16 rounds nothing and both sides compute the same; to see what fp16 does to this model, convert it with compute_precision=ct.precision.FLOAT16 (coremltools' default for ML programs) and compare the two packages\n")
+            }
         }
 
         let progress = ProgressLine()

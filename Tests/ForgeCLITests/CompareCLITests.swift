@@ -27,6 +27,15 @@ extension CLITests {
         XCTAssertEqual(r.stderr, "")            // no progress on a pipe
     }
 
+    /// An fp32 program under `--precision fp32,fp16`: nothing is typed fp16, so both sides are
+    /// the same; compare passes and says why instead of reporting a silent zero.
+    func testComparePrecisionsOnAnFP32ProgramSaysNothingIsRounded() throws {
+        let r = try run(["compare", "models-ir/compare/mlp_good.mlpackage", "--precision", "fp32,fp16",
+                         "--inputs", "models-ir/compare/mlp.npz"])
+        XCTAssertEqual(r.status, 0, r.stdout + r.stderr)
+        XCTAssertTrue(r.stderr.contains("types no value fp16, so --precision fp16 rounds nothing"), r.stderr)
+    }
+
     /// Two packages, one with a corrupted weight row: the op reading it is named, its weight
     /// input shows the error, the exit status is 1.
     func testCompareNamesTheOpReadingACorruptedWeight() throws {
