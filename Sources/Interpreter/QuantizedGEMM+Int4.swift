@@ -5,8 +5,10 @@ import CKernels
 /// coremltools' `linear_quantize_weights(dtype="int4", granularity="per_block")` writes it).
 ///
 /// Up to ``int4GEMVRows`` activation rows (decode): `fk_q4_gemv` (CKernels, CKInt4Linear.h)
-/// widens each run of 32 packed values in registers and dots it with the activations, scaled
-/// once per block, in fp32 — the packed bytes are the only weight bytes read. More rows
+/// reads the packed bytes in place (the only weight bytes read: nothing is decoded or copied
+/// per call) and dots them with the activations in fp32 — AVX-512 looks each nibble up as its
+/// dequantized value in a per-block table, AVX2 and the portable body widen each run of 32 and
+/// scale it once per block. More rows
 /// (prefill), or a layout the direct kernel does not take (the input axis or its blocks not a
 /// multiple of 32): panels of 32 weight rows are dequantized to fp32 (`fk_q4_dequant`) and
 /// multiplied with the fp32 GEMM kernel. An odd row length (rows not starting on a byte) runs
