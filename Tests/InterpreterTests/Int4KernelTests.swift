@@ -30,6 +30,9 @@ final class Int4KernelTests: XCTestCase {
         Case(n: 13, k: 1024, blockRows: 1, blockCols: 32, offset: false, half: true, m: 1, n0: 0, count: 13, bias: true, accumulate: false),
         Case(n: 22, k: 2816, blockRows: 1, blockCols: 32, offset: true, half: false, m: 2, n0: 5, count: 14, bias: false, accumulate: true),
         Case(n: 9, k: 96, blockRows: 1, blockCols: 32, offset: true, half: true, m: 4, n0: 1, count: 8, bias: true, accumulate: true),
+        // more than 4 activation rows (passes of 4, then the rest)
+        Case(n: 11, k: 128, blockRows: 1, blockCols: 32, offset: true, half: false, m: 6, n0: 2, count: 9, bias: true, accumulate: true),
+        Case(n: 6, k: 128, blockRows: 1, blockCols: 64, offset: false, half: true, m: 9, n0: 0, count: 6, bias: false, accumulate: false),
         // blocks of several runs (64, 128, the whole row), 2-D blocks
         Case(n: 10, k: 256, blockRows: 1, blockCols: 64, offset: false, half: false, m: 3, n0: 0, count: 10, bias: false, accumulate: false),
         Case(n: 6, k: 512, blockRows: 1, blockCols: 128, offset: true, half: true, m: 1, n0: 2, count: 3, bias: true, accumulate: false),

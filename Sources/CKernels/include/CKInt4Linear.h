@@ -50,6 +50,16 @@ void fk_q4_split(long M, long K, const float *A, long lda, float *xs);
 void fk_q4_gemv(long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C, long ldc,
                 const float *bias, int accumulate);
 
+/// ``fk_q4_gemv`` with int8 activations (opt-in, `--activations int8`; not Core ML's numerics):
+/// from the M rows of A (row stride lda) directly, each quantized per block of 32 as
+/// ``fk_qgemm_nt_q8`` does (llama.cpp's Q8_0), Σ q_x · q_w per block in int32, scaled by
+/// s_w · d in fp32 — the int8-weight route's arithmetic on the same values. AVX-512 VNNI
+/// (vpdpbusd), AVX2 (vpmaddubsw) or portable C. Returns 1 when the int8 route ran; 0 when an
+/// activation is inf or NaN (then the exact fp32 route ran, as the graph would compute); −1,
+/// writing nothing, when W does not fit (``fk_q4_gemv_fits``) or scratch memory ran out.
+int fk_q4_gemv_q8(long M, long N, long K, const float *A, long lda, const fk_q4matrix *W, long n0, float *C, long ldc,
+                  const float *bias, int accumulate);
+
 /// out[i·ldo + c] = W(r0 + i, c) for i < rows, c < cols: dense fp32 rows (for many activation
 /// rows, multiplied by the fp32 GEMM; and for shapes ``fk_q4_gemv`` does not take).
 void fk_q4_dequant(const fk_q4matrix *W, long r0, long rows, long cols, float *out, long ldo);
