@@ -5,13 +5,17 @@ import CKernels
 /// coremltools' `linear_quantize_weights(dtype="int4", granularity="per_block")` writes it).
 ///
 /// Up to ``int4GEMVRows`` activation rows (decode): `fk_q4_gemv` (CKernels, CKInt4Linear.h)
-/// widens each run of 32 packed values in registers and dots it with the activations, scaled
-/// once per block, in fp32 — the packed bytes are the only weight bytes read. More rows
+/// reads the packed bytes in place (the only weight bytes read: nothing is decoded or copied
+/// per call) and dots them with the activations in fp32 — AVX-512 looks each nibble up as its
+/// dequantized value in a per-block table, AVX2 and the portable body widen each run of 32 and
+/// scale it once per block. More rows
 /// (prefill), or a layout the direct kernel does not take (the input axis or its blocks not a
 /// multiple of 32): panels of 32 weight rows are dequantized to fp32 (`fk_q4_dequant`) and
 /// multiplied with the fp32 GEMM kernel. An odd row length (rows not starting on a byte) runs
-/// the int8 kernels on an unpacked copy. Activations stay fp32 (`int8Activations` does not
-/// apply).
+/// the int8 kernels on an unpacked copy. `activations` ``ActivationQuantization/int8``
+/// (opt-in): `fk_q4_gemv_q8` quantizes each activation row per block of 32 (Q8_0, as the
+/// int8-weight route) and sums the block products in int32, for every row count, when the direct
+/// kernel takes the layout; ``ActivationQuantization/int16`` has no int4 route (fp32 activations).
 extension QuantizedGEMM {
     /// Activation rows up to which the packed weight is dotted directly (each row re-widens it).
     static let int4GEMVRows = 4
@@ -45,11 +49,24 @@ extension QuantizedGEMM {
     /// weight.
     static func ntInt4(m: Int, a: UnsafePointer<Float>, lda: Int, weight q: QuantizedTensor,
                        c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>?,
-                       accumulate: Bool, threaded: Bool) throws {
+                       accumulate: Bool, threaded: Bool, activations: ActivationQuantization = .exact) throws {
         let n = q.shape[0], k = q.shape[1]
         let acc: Int32 = accumulate ? 1 : 0
         let work = threaded ? m * n * max(k, 1) : 0
         let ran: Void? = try withInt4Matrix(q) { w in
+            if activations == .int8, fk_q4_gemv_fits(w, k) != 0 {
+                // Each chunk quantizes the rows itself (K values, against its N/threads × K products).
+                GEMM.parallelChunks(n, align: 16, work: work) { r in
+                    if fk_q4_gemv_q8(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, bias.map { $0 + r.lowerBound }, acc) < 0 {
+                        // out of scratch memory (an inf / NaN activation ran the fp32 route itself)
+                        let xs = UnsafeMutablePointer<Float>.allocate(capacity: m * fk_q4_split_floats(k))
+                        defer { xs.deallocate() }
+                        fk_q4_split(m, k, a, lda, xs)
+                        fk_q4_gemv(m, r.count, k, xs, w, r.lowerBound, c + r.lowerBound, ldc, bias.map { $0 + r.lowerBound }, acc)
+                    }
+                }
+                return
+            }
             if m <= int4GEMVRows, fk_q4_gemv_fits(w, k) != 0 {
                 let xs = UnsafeMutablePointer<Float>.allocate(capacity: m * fk_q4_split_floats(k))
                 defer { xs.deallocate() }

@@ -65,7 +65,8 @@ enum QuantizedGEMM {
         let n = l.rows, k = l.cols
         guard m > 0, n > 0 else { return }
         if q.data.isPackedInt4 {
-            return try ntInt4(m: m, a: a, lda: lda, weight: q, c: c, ldc: ldc, bias: bias, accumulate: accumulate, threaded: threaded)
+            return try ntInt4(m: m, a: a, lda: lda, weight: q, c: c, ldc: ldc, bias: bias, accumulate: accumulate, threaded: threaded,
+                              activations: activations)
         }
         let acc: Int32 = accumulate ? 1 : 0
         try withMatrix(q) { w in

@@ -88,6 +88,86 @@ final class Int4LinearTests: XCTestCase {
         }
     }
 
+    /// `--activations int8` on packed int4 weights (`fk_q4_gemv_q8`) at every level against the
+    /// Q8_0 reference written in `Q8ActivationTests` (quantized activations, integer block sums,
+    /// from the values one a byte), threaded and accumulating; at level 0 also bit-identical to
+    /// the int8-weight route on the same values (the same arithmetic in the same order).
+    func testPackedInt4Int8ActivationsMatchReference() throws {
+        var rng = MMRandom(seed: 43)
+        defer { GEMM.simdLevel = -1; GEMM.parallelGrain = GEMM.defaultParallelGrain }
+        for (n, k, ss) in Self.layouts where k % 32 == 0 && (k / ss[1]) % 32 == 0 {
+            for (offset, half) in [(false, true), (true, false), (true, true)] {
+                let (q, plain, owner) = Self.pair(&rng, n: n, k: k, scaleShape: ss, offset: offset, half: half)
+                for m in [1, 3, 4, 6] {
+                    let lda = k + m % 2
+                    var a = rng.floats(m * lda)
+                    a[0] = 3.5  // a block maximum on ±127 exactly
+                    a[1] = -3.5
+                    let bias: [Float]? = m % 2 == 1 ? rng.floats(n) : nil
+                    let want = Q8ActivationTests.reference(m: m, a: a, lda: lda, q: plain, bias: bias, qmax: 127)
+                    let start = rng.floats(m * n)
+                    for level in MatmulKernelTests.levels {
+                        GEMM.simdLevel = level
+                        for (grain, accumulate) in [(Int.max, false), (1, true)] {
+                            GEMM.parallelGrain = grain
+                            var got = start
+                            try a.withUnsafeBufferPointer { ap in
+                                try MatmulKernels.withOptionalBase(bias) { bp in
+                                    try got.withUnsafeMutableBufferPointer { cp in
+                                        try QuantizedGEMM.nt(m: m, a: ap.baseAddress!, lda: lda, weight: q, c: cp.baseAddress!, ldc: n,
+                                                             bias: bp, accumulate: accumulate, activations: .int8)
+                                    }
+                                }
+                            }
+                            let tol = 4e-6 * Float(k / 32)
+                            for i in 0..<got.count {
+                                let w = want[i] + (accumulate ? start[i] : 0)
+                                if !(abs(got[i] - w) <= tol * max(1, abs(w))) {
+                                    XCTFail("level \(level) \(n)x\(k) scale \(ss) offset \(offset) fp16 \(half) m \(m) acc \(accumulate): element \(i) is \(got[i]), expected \(w)")
+                                    break
+                                }
+                            }
+                            if level == 0, !accumulate {
+                                var int8Route = [Float](repeating: 0, count: m * n)
+                                try a.withUnsafeBufferPointer { ap in
+                                    try MatmulKernels.withOptionalBase(bias) { bp in
+                                        try int8Route.withUnsafeMutableBufferPointer { cp in
+                                            try QuantizedGEMM.nt(m: m, a: ap.baseAddress!, lda: lda, weight: plain, c: cp.baseAddress!, ldc: n,
+                                                                 bias: bp, activations: .int8)
+                                        }
+                                    }
+                                }
+                                XCTAssertEqual(got, int8Route, "level 0 \(n)x\(k) \(ss) offset \(offset) m \(m): not the int8-weight route's result")
+                            }
+                        }
+                    }
+                }
+                withExtendedLifetime(owner) {}
+            }
+        }
+    }
+
+    /// An inf or NaN activation under `--activations int8` runs the exact fp32 route (the graph's
+    /// own propagation), at every level.
+    func testPackedInt4Int8ActivationsNonFinite() throws {
+        var rng = MMRandom(seed: 44)
+        defer { GEMM.simdLevel = -1 }
+        let (q, _, owner) = Self.pair(&rng, n: 9, k: 64, scaleShape: [9, 2], offset: false, half: true)
+        var a = rng.floats(64)
+        a[5] = .nan
+        for level in MatmulKernelTests.levels {
+            GEMM.simdLevel = level
+            var got = [Float](repeating: 0, count: 9)
+            try a.withUnsafeBufferPointer { ap in
+                try got.withUnsafeMutableBufferPointer { cp in
+                    try QuantizedGEMM.nt(m: 1, a: ap.baseAddress!, lda: 64, weight: q, c: cp.baseAddress!, ldc: 9, activations: .int8)
+                }
+            }
+            XCTAssertTrue(got.allSatisfy { $0.isNaN }, "level \(level): \(got)")
+        }
+        withExtendedLifetime(owner) {}
+    }
+
     /// Nibble decoding of the packed buffer: every value −8 … 7 in both nibble positions.
     func testPackedBufferValues() {
         let values: [Int8] = (0..<33).map { Int8($0 % 16) - 8 }

@@ -40,12 +40,25 @@ long fk_q4_split_floats(long K);
 void fk_q4_split(long M, long K, const float *A, long lda, float *xs);
 
 /// C[m·ldc + j] (+)= Σ_k A[m, k] · W(n0 + j, k) (+ bias[j]) for m < M, j < N, from the
-/// ``fk_q4_split`` rows `xs` of A: each run of 32 packed values (16 bytes) is widened in
-/// registers and dotted with the activations, then scaled once (`s · (Σ x·q − o · Σ x)`), in
-/// fp32. AVX-512 (16 lanes), AVX2 + FMA + F16C (8 lanes) or portable C, by ``fk_simd_level``.
-/// W must fit (``fk_q4_gemv_fits``).
+/// ``fk_q4_split`` rows `xs` of A, in fp32, each packed byte read once per activation row.
+/// AVX-512: 4 weight rows per activation load, each weight looked up as its dequantized value
+/// s · (q − o) (per block a 16-entry table indexed by the nibble) and multiplied by x. AVX2 +
+/// FMA + F16C (4 rows, 8 lanes) and portable C: each run of 32 values is widened and dotted
+/// with x, then scaled once per block (`s · Σ x·q − s · o · Σ x`). Chosen by ``fk_simd_level``;
+/// the levels differ only in rounding (the order of the fp32 sums). W must fit
+/// (``fk_q4_gemv_fits``).
 void fk_q4_gemv(long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C, long ldc,
                 const float *bias, int accumulate);
+
+/// ``fk_q4_gemv`` with int8 activations (opt-in, `--activations int8`; not Core ML's numerics):
+/// from the M rows of A (row stride lda) directly, each quantized per block of 32 as
+/// ``fk_qgemm_nt_q8`` does (llama.cpp's Q8_0), Σ q_x · q_w per block in int32, scaled by
+/// s_w · d in fp32 — the int8-weight route's arithmetic on the same values. AVX-512 VNNI
+/// (vpdpbusd), AVX2 (vpmaddubsw) or portable C. Returns 1 when the int8 route ran; 0 when an
+/// activation is inf or NaN (then the exact fp32 route ran, as the graph would compute); −1,
+/// writing nothing, when W does not fit (``fk_q4_gemv_fits``) or scratch memory ran out.
+int fk_q4_gemv_q8(long M, long N, long K, const float *A, long lda, const fk_q4matrix *W, long n0, float *C, long ldc,
+                  const float *bias, int accumulate);
 
 /// out[i·ldo + c] = W(r0 + i, c) for i < rows, c < cols: dense fp32 rows (for many activation
 /// rows, multiplied by the fp32 GEMM; and for shapes ``fk_q4_gemv`` does not take).

@@ -1,0 +1,132 @@
+import CKernels
+@testable import Interpreter
+import XCTest
+
+/// The int4 GEMV kernel itself (CKernels' `fk_q4_split` + `fk_q4_gemv`, CKInt4Linear.h) at
+/// every SIMD level this machine runs (`GEMM.simdLevel`, i.e. `fk_set_simd_level`), against a
+/// plain dequantize-then-multiply loop written here (Double, from the int4 values before
+/// packing: no code shared with the kernel).
+///
+/// The values are chosen so that every product and every partial sum, in any order, is exact
+/// in fp32 (activations multiples of 1/8 in [−1, 1], scales powers of two, offsets multiples
+/// of 1/2, sums below 2^24 units of the finest product): each level must then return the
+/// reference exactly, so one wrong nibble, scale, offset, row or column fails the test. The
+/// rounding of ordinary values is covered by `Int4LinearTests` (tolerance).
+final class Int4KernelTests: XCTestCase {
+    /// One case: N × K weight, blocks of `blockRows` × `blockCols`, M activation rows,
+    /// output rows `n0 ..< n0 + count` of the weight.
+    struct Case {
+        var n: Int, k: Int, blockRows: Int, blockCols: Int
+        var offset: Bool, half: Bool
+        var m: Int, n0: Int, count: Int
+        var bias: Bool, accumulate: Bool
+        /// Activations in {−xMax … xMax} / 8.
+        var xMax: Int = 8
+    }
+
+    static let cases: [Case] = [
+        // blocks of 32 (Apple's recipe), 4-row groups plus a tail of 1 … 3 rows
+        Case(n: 7, k: 64, blockRows: 1, blockCols: 32, offset: false, half: true, m: 1, n0: 0, count: 7, bias: false, accumulate: false),
+        Case(n: 13, k: 1024, blockRows: 1, blockCols: 32, offset: false, half: true, m: 1, n0: 0, count: 13, bias: true, accumulate: false),
+        Case(n: 22, k: 2816, blockRows: 1, blockCols: 32, offset: true, half: false, m: 2, n0: 5, count: 14, bias: false, accumulate: true),
+        Case(n: 9, k: 96, blockRows: 1, blockCols: 32, offset: true, half: true, m: 4, n0: 1, count: 8, bias: true, accumulate: true),
+        // more than 4 activation rows (passes of 4, then the rest)
+        Case(n: 11, k: 128, blockRows: 1, blockCols: 32, offset: true, half: false, m: 6, n0: 2, count: 9, bias: true, accumulate: true),
+        Case(n: 6, k: 128, blockRows: 1, blockCols: 64, offset: false, half: true, m: 9, n0: 0, count: 6, bias: false, accumulate: false),
+        // blocks of several runs (64, 128, the whole row), 2-D blocks
+        Case(n: 10, k: 256, blockRows: 1, blockCols: 64, offset: false, half: false, m: 3, n0: 0, count: 10, bias: false, accumulate: false),
+        Case(n: 6, k: 512, blockRows: 1, blockCols: 128, offset: true, half: true, m: 1, n0: 2, count: 3, bias: true, accumulate: false),
+        Case(n: 5, k: 160, blockRows: 1, blockCols: 160, offset: true, half: false, m: 2, n0: 0, count: 5, bias: false, accumulate: true),
+        Case(n: 12, k: 192, blockRows: 4, blockCols: 64, offset: true, half: true, m: 1, n0: 3, count: 9, bias: false, accumulate: false),
+        Case(n: 8, k: 64, blockRows: 8, blockCols: 64, offset: false, half: false, m: 2, n0: 0, count: 8, bias: true, accumulate: false),
+        // the most blocks a row may have (1024), small activations to keep the sums exact
+        Case(n: 5, k: 32768, blockRows: 1, blockCols: 32, offset: false, half: true, m: 1, n0: 0, count: 5, bias: false, accumulate: false, xMax: 1),
+    ]
+
+    func testInt4GEMVExactAtEveryLevel() throws {
+        var rng = MMRandom(seed: 1313)
+        defer { GEMM.simdLevel = -1 }
+        for (ci, t) in Self.cases.enumerated() {
+            let scaleRows = t.n / t.blockRows, scaleCols = t.k / t.blockCols
+            // int4 values, −8 … 7
+            let q = (0..<(t.n * t.k)).map { _ in Int(rng.next() >> 60) - 8 }
+            let scales = (0..<(scaleRows * scaleCols)).map { _ in Float(1) / Float(1 << (2 + Int(rng.next() >> 61) % 5)) }
+            let offsets: [Float]? = t.offset ? (0..<(scaleRows * scaleCols)).map { _ in Float(Int(rng.next() >> 61)) / 2 - 2 } : nil
+            let lda = t.k + t.m % 2, ldc = t.count + 3
+            let a = (0..<(t.m * lda)).map { _ in Float(Int(rng.next() % UInt64(2 * t.xMax + 1)) - t.xMax) / 8 }
+            let bias: [Float]? = t.bias ? (0..<t.count).map { _ in Float(Int(rng.next() % 64) - 32) / 8 } : nil
+            let start = (0..<(t.m * ldc)).map { _ in Float(Int(rng.next() % 64) - 32) / 8 }
+
+            // The reference: each weight dequantized, s · (q − o), then the plain product.
+            var want = start
+            for i in 0..<t.m {
+                for j in 0..<t.count {
+                    let row = t.n0 + j
+                    var s = 0.0
+                    for c in 0..<t.k {
+                        let si = (row / t.blockRows) * scaleCols + c / t.blockCols
+                        let w = Double(scales[si]) * (Double(q[row * t.k + c]) - Double(offsets?[si] ?? 0))
+                        s += Double(a[i * lda + c]) * w
+                    }
+                    if let bias { s += Double(bias[j]) }
+                    want[i * ldc + j] = Float(s + (t.accumulate ? Double(start[i * ldc + j]) : 0))
+                }
+            }
+
+            // MIL's sub-byte packing, written here: value i in the low nibble of byte i / 2 when
+            // i is even, the high nibble when odd.
+            var packed = [UInt8](repeating: 0, count: t.n * t.k / 2)
+            for (i, v) in q.enumerated() { packed[i / 2] |= (UInt8(v & 0xF)) << (4 * UInt8(i % 2)) }
+            let halves = scales.map { Float16($0).bitPattern }
+
+            for level in MatmulKernelTests.levels {
+                GEMM.simdLevel = level
+                var got = start
+                packed.withUnsafeBufferPointer { d in
+                    scales.withUnsafeBufferPointer { sf in
+                        halves.withUnsafeBufferPointer { sh in
+                            MatmulKernels.withOptionalBase(offsets) { o in
+                                MatmulKernels.withOptionalBase(bias) { b in
+                                    var w = fk_q4matrix(data: d.baseAddress!, ld: t.k, scale: t.half ? nil : sf.baseAddress,
+                                                        scale_h: t.half ? sh.baseAddress : nil, offset: o,
+                                                        block_rows: t.blockRows, block_cols: t.blockCols, scale_ld: scaleCols)
+                                    XCTAssertEqual(fk_q4_gemv_fits(&w, t.k), 1, "case \(ci)")
+                                    var xs = [Float](repeating: .nan, count: t.m * fk_q4_split_floats(t.k))
+                                    fk_q4_split(t.m, t.k, a, lda, &xs)
+                                    got.withUnsafeMutableBufferPointer { c in
+                                        fk_q4_gemv(t.m, t.count, t.k, xs, &w, t.n0, c.baseAddress!, ldc, b, t.accumulate ? 1 : 0)
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                var wrong = 0
+                for i in 0..<got.count where got[i] != want[i] { wrong += 1 }
+                XCTAssertEqual(wrong, 0, "level \(level) case \(ci) (\(t)): first \(zip(got, want).first { $0 != $1 }.map { "\($0) vs \($1)" } ?? "")")
+            }
+        }
+    }
+
+    /// Shapes the direct kernel must decline (they take the panel route instead).
+    func testInt4GEMVFits() {
+        let byte: [UInt8] = [0]
+        let scale: [Float] = [1]
+        byte.withUnsafeBufferPointer { d in
+            scale.withUnsafeBufferPointer { s in
+                func fits(_ k: Int, ld: Int, blockCols: Int, scaled: Bool = true) -> Bool {
+                    var w = fk_q4matrix(data: d.baseAddress!, ld: ld, scale: scaled ? s.baseAddress : nil, scale_h: nil, offset: nil,
+                                        block_rows: 1, block_cols: blockCols, scale_ld: 1)
+                    return fk_q4_gemv_fits(&w, k) != 0
+                }
+                XCTAssertTrue(fits(64, ld: 64, blockCols: 32))
+                XCTAssertTrue(fits(32768, ld: 32768, blockCols: 32))
+                XCTAssertFalse(fits(32800, ld: 32800, blockCols: 32))  // 1025 blocks a row
+                XCTAssertFalse(fits(48, ld: 48, blockCols: 16))  // blocks not whole runs
+                XCTAssertFalse(fits(80, ld: 80, blockCols: 80))  // K not a multiple of 32
+                XCTAssertFalse(fits(64, ld: 63, blockCols: 32))  // rows overlap
+                XCTAssertFalse(fits(64, ld: 64, blockCols: 32, scaled: false))  // no scales
+            }
+        }
+    }
+}
