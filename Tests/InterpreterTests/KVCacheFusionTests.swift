@@ -21,6 +21,9 @@ final class KVCacheFusionTests: XCTestCase {
         var writeBetween = false
         /// slice_update at [cache_offset] instead of scatter at `idx`.
         var sliceUpdate = false
+        /// `coreml_update_state(state, value)` (its result read by the attention) instead of
+        /// `write_state` + `read_state`.
+        var updateState = false
         var rep: Int { h / kv }
     }
 
@@ -48,6 +51,7 @@ final class KVCacheFusionTests: XCTestCase {
                 let mode = b.const("\(name)_mode", .string("update"))
                 u = b.apply("scatter", ["data": r, "indices": idx, "updates": rows, "axis": axis, "mode": mode], cache, name: "\(name)_upd")
             }
+            if l.updateState { return b.apply("coreml_update_state", ["state": state, "value": u], cache, name: "\(name)_update") }
             b.op("write_state", ["input": state, "data": u], nil, name: "\(name)_write")
             return b.apply("read_state", ["input": state], cache, name: "\(name)_read1")
         }
@@ -161,6 +165,41 @@ final class KVCacheFusionTests: XCTestCase {
                             XCTAssertLessThanOrEqual(err, 1e-5, "\(label) call \(i): fused attention vs the op-by-op graph")
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// `coreml_update_state` (the raw form of a KV write whose result the attention reads):
+    /// the write stores only its rows and the attention reads the state in place, bit-identical
+    /// to the op-by-op write (its `read_state` an output too, so nothing is fused); with the
+    /// updated value also an output it is returned as a copy, still bit-identical.
+    func testCoreMLUpdateStateIsFused() throws {
+        for dtype in [DType.fp16, .fp32] {
+            for slice in [false, true] {
+                var l = Layer()
+                (l.dtype, l.sliceUpdate, l.updateState) = (dtype, slice, true)
+                let label = "\(dtype) \(slice ? "slice_update" : "scatter")"
+                let fused = try run(l)
+                XCTAssertEqual(fused.plan.fusions["state_write"], 2, label)
+                XCTAssertEqual(fused.plan.fusions["attention"], 1, label)
+                XCTAssertEqual(readStates(fused.plan), 0, label)
+                XCTAssertFalse(fused.plan.root.steps.contains { $0.op.type == "coreml_update_state" }, label)
+                var dense = l
+                dense.exposeScatterInput = true
+                let reference = try run(dense)
+                XCTAssertNil(reference.plan.fusions["state_write"], label)
+                var copied = l
+                copied.exposeReads = true
+                let copy = try run(copied)
+                XCTAssertEqual(copy.plan.fusions["state_write"], 2, label)
+                for i in 0..<3 {
+                    XCTAssertTrue(same(fused.outs[i], reference.outs[i]), "\(label) call \(i)")
+                    XCTAssertTrue(same(copy.outs[i], reference.outs[i]), "\(label) call \(i): copied result")
+                }
+                for (name, a) in fused.states {
+                    XCTAssertTrue(same(a, reference.states[name]!), "\(label) \(name)")
+                    XCTAssertTrue(same(copy.states[name]!, reference.states[name]!), "\(label) \(name)")
                 }
             }
         }
