@@ -8,11 +8,15 @@ import XCTest
 /// index, or `[l]` keeping the axis), the rows written by `scatter` or `slice_update`, the
 /// layers merged by `stack` or `concat`. Each form, carried in place, gives the attention
 /// outputs of the unfused graph (the cache fed back as an input tensor) bit for bit over
-/// several calls, and its carried buffer holds the unfused graph's output cache.
+/// several calls, and its carried buffer holds the unfused graph's output cache. So does the
+/// chained form (the input updated layer after layer, each attention slicing its layer out).
 final class CarriedCacheFusionFormsTests: XCTestCase {
     struct Form {
         var keepAxis: Bool        // gather indices [l] + concat (else scalar l + stack)
         var sliceUpdate: Bool     // slice_update at begin / end (else scatter at idx)
+        /// The cache updated on the input itself, layer after layer (`slice_update(w_{l−1},
+        /// begin = [l, 0, 0, pos, 0])`), each attention slicing its layer out of the result.
+        var chained = false
     }
     static let layers = 2, kv = 2, h = 4, ctx = 8, d = 4
 
@@ -33,6 +37,34 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
         let zero = b.const("axis0", ints: [0], shape: [])
         var outputs: [Value] = []
         var written: [[Value]] = [[], []]
+        var current = [kc, vc]
+        for l in 0..<L where form.chained {
+            var kv2: [Value] = []
+            let layer = b.const("layer\(l)", ints: [Int32(l), 0, 0, 0, 0], shape: [5])
+            let lb = b.apply("add", ["x": begin, "y": layer], .tensor(.int32, [5])), le = b.apply("add", ["x": end, "y": layer], .tensor(.int32, [5]))
+            for (c, new) in [kIn, vIn].enumerated() {
+                let name = "\(c == 0 ? "k" : "v")\(l)"
+                let u = b.apply("mul", ["x": new, "y": third], .tensor(.fp16, rows), name: "\(name)_rows")
+                let wName = l == L - 1 ? (c == 0 ? "k_out" : "v_out") : "\(name)_w"
+                current[c] = b.apply("slice_update", ["x": current[c], "update": u, "begin": lb, "end": le], .tensor(.fp16, cacheShape), name: wName)
+                let sb = b.const("\(name)_b", ints: [Int32(l), 0, 0, 0, 0], shape: [5])
+                let se = b.const("\(name)_e", ints: [Int32(l + 1), 1, Int32(kv), Int32(ctx), Int32(d)], shape: [5])
+                let sq = b.const("\(name)_sq", bools: [true, false, false, false, false], shape: [5])
+                let x = b.apply("slice_by_index", ["x": current[c], "begin": sb, "end": se, "squeeze_mask": sq], .tensor(.fp16, [1, kv, ctx, d]))
+                let axes = b.const("\(name)_axes", ints: [2], shape: [1])
+                let e = b.apply("expand_dims", ["x": x, "axes": axes], .tensor(.fp16, [1, kv, 1, ctx, d]))
+                let reps = b.const("\(name)_reps", ints: [1, 1, Int32(h / kv), 1, 1], shape: [5])
+                let tl = b.apply("tile", ["x": e, "reps": reps], .tensor(.fp16, [1, kv, h / kv, ctx, d]))
+                let shape = b.const("\(name)_shape", ints: [1, Int32(h), Int32(ctx), Int32(d)], shape: [4])
+                kv2.append(b.apply("reshape", ["x": tl, "shape": shape], .tensor(.fp16, [1, h, ctx, d])))
+            }
+            let scores = b.apply("matmul", ["x": q, "y": kv2[0], "transpose_x": f, "transpose_y": t], .tensor(.fp32, [1, h, 1, ctx]))
+            let masked = b.apply("add", ["x": scores, "y": mask], .tensor(.fp32, [1, h, 1, ctx]))
+            let axis = b.const("sm\(l)", ints: [-1], shape: [])
+            let p = b.apply("softmax", ["x": masked, "axis": axis], .tensor(.fp32, [1, h, 1, ctx]))
+            outputs.append(b.apply("matmul", ["x": p, "y": kv2[1], "transpose_x": f, "transpose_y": f], .tensor(.fp32, [1, h, 1, d]), name: "o\(l)"))
+        }
+        if form.chained { return b.function(outputs: outputs + current) }
         for l in 0..<L {
             var kv2: [Value] = []
             for (c, (cache, new)) in [(kc, kIn), (vc, vIn)].enumerated() {
@@ -79,7 +111,8 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
 
     func testEveryFormGivesTheUnfusedResults() throws {
         for form in [Form(keepAxis: true, sliceUpdate: true), Form(keepAxis: false, sliceUpdate: false),
-                     Form(keepAxis: true, sliceUpdate: false), Form(keepAxis: false, sliceUpdate: true)] {
+                     Form(keepAxis: true, sliceUpdate: false), Form(keepAxis: false, sliceUpdate: true),
+                     Form(keepAxis: true, sliceUpdate: true, chained: true)] {
             let label = "\(form)"
             let fn = build(form)
             let pairs = ["k_cache": "k_out", "v_cache": "v_out"]

@@ -27,6 +27,14 @@ import GraphIR
 /// precision is `fp32` (fp16 precision fuses no attention). Results are then bit-identical to
 /// the unfused graph: the attention reads this call's rows unrounded (as the graph's fp32
 /// intermediates), the older rows were rounded when their call ended, as the output was.
+///
+/// The chained form (the cache updated on the input itself, layer after layer) is fused too:
+/// ```
+/// w_0 = slice_update(x = X, update, begin = [0, …, pos, …])     // or scatter(data = X, …)
+/// w_k = slice_update(x = w_{k−1}, …)   …   Y = w_last
+/// …   = attention reading slice_by_index(w_k, layer l)           // fused by AttentionFusion
+/// ```
+/// (see ``chain(_:function:xSlot:y:output:shape:protected:roundHalf:)`` for its conditions).
 enum CarriedCacheFusion {
     struct NoMatch: Error { let reason: String }
 
@@ -74,9 +82,15 @@ enum CarriedCacheFusion {
         /// The cache shape [L, …] and the elements of one layer.
         let shape: [Int]
         let layerCount: Int
-        /// Per layer: the pick step, the write step, the write's data input name, the pick's shape.
-        let layers: [(pick: Int, write: Int, dataName: String, pickShape: [Int])]
-        let merge: Int
+        /// The writes: step, data input name, and the part of the buffer they update (element
+        /// offset, shape: a layer, or the whole cache in the chained form).
+        let writes: [(step: Int, dataName: String, offset: Int, shape: [Int])]
+        /// Steps removed (the layer picks).
+        let removed: [Int]
+        /// Where the rounding step goes: in place of step `finishAt` (the merge), or right
+        /// after it (the chained form) when `insertAfter`.
+        let finishAt: Int
+        let insertAfter: Bool
         /// Round the written rows to fp16 at the merge (the output or the input is fp16).
         let roundHalf: Bool
     }
@@ -98,8 +112,12 @@ enum CarriedCacheFusion {
         let xSlot = inputSlots[xi]
         let layers = shape[0], layerCount = total / layers
         guard let im = m.producer[y] else { throw NoMatch(reason: "'\(output)' is not computed in the function's block") }
-        guard (useCount[y] ?? 0) == 1 else { throw NoMatch(reason: "'\(output)' is read by an op of the graph too") }
         let merge = plan.steps[im]
+        if merge.op.type == "slice_update" || merge.op.type == "scatter" {
+            return try chain(m, function: function, xSlot: xSlot, y: y, output: output, shape: shape, protected: protected,
+                             roundHalf: xt.dtype == .fp16 || function.outputs[yi].type.tensorType?.dtype == .fp16)
+        }
+        guard (useCount[y] ?? 0) == 1 else { throw NoMatch(reason: "'\(output)' is read by an op of the graph too") }
         let mergeAxis = m.constValue(m.ref(merge, "axis"))?.ints()
         let stacked: Bool
         switch merge.op.type {
@@ -107,7 +125,7 @@ enum CarriedCacheFusion {
         case "concat":
             stacked = false
             if let il = m.constBool(merge, "interleave"), il { throw NoMatch(reason: "'\(output)' is an interleaved concat") }
-        default: throw NoMatch(reason: "'\(output)' is made by \(merge.op.type), not stack / concat of the layers")
+        default: throw NoMatch(reason: "'\(output)' is made by \(merge.op.type), not stack / concat of the layers or a chain of updates")
         }
         guard let axis = mergeAxis, axis.count == 1, axis[0] == 0 || axis[0] == -shape.count else {
             throw NoMatch(reason: "the \(merge.op.type) is not over axis 0")
@@ -115,7 +133,8 @@ enum CarriedCacheFusion {
         guard let values = merge.inputs.first(where: { $0.name == "values" })?.refs, values.count == layers else {
             throw NoMatch(reason: "the \(merge.op.type) does not take one value per layer (\(layers))")
         }
-        var out: [(pick: Int, write: Int, dataName: String, pickShape: [Int])] = []
+        var out: [(step: Int, dataName: String, offset: Int, shape: [Int])] = []
+        var picks: [Int] = []
         var removedSlots: [Int] = [y]
         for (l, ref) in values.enumerated() {
             guard case let .slot(w) = ref, let iw = m.producer[w] else { throw NoMatch(reason: "layer \(l) of the \(merge.op.type) is not computed here") }
@@ -151,7 +170,8 @@ enum CarriedCacheFusion {
             }
             guard values.filter({ isSlot($0, w) }).count == 1 else { throw NoMatch(reason: "layer \(l) is stacked twice") }
             removedSlots += [p, w]
-            out.append((pick: ip, write: iw, dataName: dataName, pickShape: pickShape))
+            out.append((step: iw, dataName: dataName, offset: l * layerCount, shape: pickShape))
+            picks.append(ip)
         }
         guard (useCount[xSlot] ?? 0) == layers else {
             throw NoMatch(reason: "'\(input)' is read by ops other than its \(layers) layer picks")
@@ -160,8 +180,69 @@ enum CarriedCacheFusion {
             throw NoMatch(reason: "an intermediate value is observed")
         }
         let outDType = function.outputs[yi].type.tensorType?.dtype
-        return Match(xSlot: xSlot, shape: shape, layerCount: layerCount, layers: out, merge: im,
+        return Match(xSlot: xSlot, shape: shape, layerCount: layerCount, writes: out, removed: picks, finishAt: im, insertAfter: false,
                      roundHalf: xt.dtype == .fp16 || outDType == .fp16)
+    }
+
+    /// The chained form (a cache updated in place on the input, as `cache[l, …, pos] = k` traces):
+    /// `w_0 = slice_update(X, …)` (or `scatter`), `w_k = slice_update(w_{k−1}, …)`, …, `Y = w_last`,
+    /// each `w_k` read only by the next update, by fused attention steps (as their K / V buffer,
+    /// through any view chain such as `slice_by_index(w_k, layer l)`) that run before the next
+    /// update, and `Y` only as the output and by such steps. Each update then writes its rows
+    /// into the whole carried buffer in place; the rounding step goes after the last reader.
+    static func chain(_ m: AttentionFusion.Matcher, function: Function, xSlot: Int, y: Int, output: String, shape: [Int],
+                      protected: Set<Int>, roundHalf: Bool) throws -> Match {
+        let plan = m.plan
+        var updates: [(step: Int, dataName: String)] = []
+        var cur = y
+        while true {
+            guard let i = m.producer[cur], updates.count <= plan.steps.count else { throw NoMatch(reason: "'\(output)' is not a chain of updates of the input") }
+            let st = plan.steps[i]
+            let dataName: String
+            switch st.op.type {
+            case "scatter": dataName = "data"
+            case "slice_update": dataName = "x"
+            default: throw NoMatch(reason: "the update chain of '\(output)' starts at \(st.op.type), not at the input")
+            }
+            guard let prev = m.slot(st, dataName) else { throw NoMatch(reason: "an update of '\(output)' updates a constant") }
+            updates.append((step: i, dataName: dataName))
+            if prev == xSlot { break }
+            cur = prev
+        }
+        updates.reverse()
+        guard (m.useCount[xSlot] ?? 0) == 1 else { throw NoMatch(reason: "the input is read by ops other than its first update") }
+        var last = updates[updates.count - 1].step
+        for (k, u) in updates.enumerated() {
+            let w = plan.steps[u.step].outputSlots[0]
+            if protected.contains(w) { throw NoMatch(reason: "an intermediate value is observed") }
+            let next = k + 1 < updates.count ? updates[k + 1].step : nil
+            let readers = plan.steps.indices.filter { i in plan.steps[i].inputs.contains { $0.refs.contains { isSlot($0, w) } } }
+            let reads = readers.reduce(0) { n, i in n + plan.steps[i].inputs.reduce(0) { $0 + $1.refs.filter { isSlot($0, w) }.count } }
+            guard reads + (next == nil ? 1 : 0) == (m.useCount[w] ?? 0) else {
+                throw NoMatch(reason: "update \(k) of '\(output)' is read in a nested block or returned")
+            }
+            for i in readers where i != next {
+                let st = plan.steps[i]
+                guard AttentionFusion.readsInPlace(st) else {
+                    throw NoMatch(reason: "update \(k) of '\(output)' is read by \(st.op.type) '\(st.op.name)', not a fused attention")
+                }
+                let positions = st.inputs.enumerated().filter { $0.element.refs.contains { isSlot($0, w) } }.map(\.offset)
+                let allowed: Set<Int> = AttentionFusion.isFused(st) ? [1, 2] : [0]
+                guard positions.allSatisfy(allowed.contains) else {
+                    throw NoMatch(reason: "update \(k) of '\(output)' is an operand of '\(st.op.name)' other than its K / V buffer")
+                }
+                guard i > u.step, next.map({ i < $0 }) ?? true else {
+                    throw NoMatch(reason: "update \(k) of '\(output)' is read after the next update")
+                }
+                last = max(last, i)
+            }
+            if let next, plan.steps[next].inputs.first(where: { $0.name == updates[k + 1].dataName })?.refs.filter({ isSlot($0, w) }).count != 1 {
+                throw NoMatch(reason: "update \(k + 1) of '\(output)' takes update \(k) twice")
+            }
+        }
+        return Match(xSlot: xSlot, shape: shape, layerCount: CheckedSize.elementCount(shape) ?? 0,
+                     writes: updates.map { (step: $0.step, dataName: $0.dataName, offset: 0, shape: shape) },
+                     removed: [], finishAt: last, insertAfter: true, roundHalf: roundHalf)
     }
 
     static func isSlot(_ r: ExecutionPlan.Ref, _ s: Int) -> Bool {
@@ -211,19 +292,19 @@ enum CarriedCacheFusion {
         var replace: [Int: ExecutionPlan.Step] = [:]
         var remove = Set<Int>()
         let written = Written()
-        for (l, layer) in match.layers.enumerated() {
-            let w = plan.steps[layer.write]
-            remove.insert(layer.pick)
+        remove.formUnion(match.removed)
+        for layer in match.writes {
+            let w = plan.steps[layer.step]
             var inputs = w.inputs.filter { $0.name != layer.dataName }
             inputs.append((name: "state", refs: [.slot(match.xSlot)]))
             let site = FusionSite(kind: "state_write", op: w.op.name, reason: nil)
             sites.append(site)
-            let kernel = writeKernel(offset: l * match.layerCount, shape: layer.pickShape, scatter: w.op.type == "scatter",
+            let kernel = writeKernel(offset: layer.offset, shape: layer.shape, scatter: w.op.type == "scatter",
                                      dense: w.kernel, dataName: layer.dataName, written: written, site: site)
-            replace[layer.write] = ExecutionPlan.Step(op: w.op, kernel: kernel, inputs: inputs, outputSlots: w.outputSlots, release: [],
-                                                      isConstant: false, blocks: [], fusedStateWrite: true)
+            replace[layer.step] = ExecutionPlan.Step(op: w.op, kernel: kernel, inputs: inputs, outputSlots: w.outputSlots, release: [],
+                                                     isConstant: false, blocks: [], fusedStateWrite: true)
         }
-        let merge = plan.steps[match.merge]
+        let merge = plan.steps[match.finishAt]
         let roundHalf = match.roundHalf
         let finish: Kernel = { inv in
             guard case let .state(s) = try inv.value("state") else { throw KernelError("carried cache without its buffer") }
@@ -236,12 +317,15 @@ enum CarriedCacheFusion {
             pairSite.fusedCalls += 1
             return []
         }
-        replace[match.merge] = ExecutionPlan.Step(op: merge.op, kernel: finish, inputs: [(name: "state", refs: [.slot(match.xSlot)])],
-                                                  outputSlots: [], release: [], isConstant: false, blocks: [])
-        plan.steps = plan.steps.enumerated().compactMap { i, st in
-            if remove.contains(i) { return nil }
-            return replace[i] ?? st
+        let finishStep = ExecutionPlan.Step(op: merge.op, kernel: finish, inputs: [(name: "state", refs: [.slot(match.xSlot)])],
+                                            outputSlots: [], release: [], isConstant: false, blocks: [])
+        if !match.insertAfter { replace[match.finishAt] = finishStep }
+        var steps: [ExecutionPlan.Step] = []
+        for (i, st) in plan.steps.enumerated() where !remove.contains(i) {
+            steps.append(replace[i] ?? st)
+            if match.insertAfter && i == match.finishAt { steps.append(finishStep) }
         }
+        plan.steps = steps
         return sites
     }
 
