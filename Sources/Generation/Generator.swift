@@ -59,7 +59,8 @@ public final class Generator {
     ///     one-function contract, run the session's function again planned to carry them
     ///     (``ExecutionPlan/carried``: each call writes only the new rows into one buffer in
     ///     place and hands it back as the next call's cache, no copies; ``session`` is then that
-    ///     new session, on the same model, precision and activations). Pairs whose graph does not
+    ///     new session, on the same model, precision and activations; not when the given plan has
+    ///     bound inputs or observers). Pairs whose graph does not
     ///     match run as before (the cache output fed back as the next input); `--profile` says
     ///     why (`carried_cache`). False: always as before.
     /// - Throws: `GenerationError` when no contract fits (one line naming the roles found and
@@ -79,11 +80,14 @@ public final class Generator {
                 throw GenerationError("the contract drives function '\(f)', the session runs '\(session.function.name)'")
             }
             var s = session
-            if carryCaches, case let .explicit(pairs) = c.kv, !pairs.isEmpty, session.plan.carried.isEmpty {
+            // (Not when the caller set up the given plan: bound inputs or observers stay on it.)
+            if carryCaches, case let .explicit(pairs) = c.kv, !pairs.isEmpty, session.plan.carried.isEmpty,
+               session.plan.boundInputNames.isEmpty, session.plan.observer == nil, session.plan.valueObserver == nil {
                 var carrying: [String: String] = [:]
                 for p in pairs { carrying[p.input] = p.output }
                 s = try Session(model: session.model, function: f, precision: session.precision, observing: session.plan.observing,
                                 activations: session.plan.activations, carrying: carrying)
+                if session.plan.profile != nil { s.plan.profile = [:] }
             }
             self.session = s
             prefillSession = s

@@ -197,12 +197,14 @@ public final class ExecutionPlan {
     ///   - activations: (fp32 precision only; ignored in fp16) lets the products with int8
     ///     block-quantized weights quantize their activation rows per block of 32 to int8
     ///     (llama.cpp's Q8_0 × Q8_0) or int16 (``ActivationQuantization``; not Core ML's numerics).
-    /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
     ///   - carrying: explicit KV caches the caller carries from call to call (input name →
     ///     the output it feeds back, as ``Generation/Generator`` does): the pairs whose graph
     ///     matches ``CarriedCacheFusion`` are run in place on a buffer the caller passes in
-    ///     `states` under the input's name (fp32, the input's shape) and their output is not
-    ///     returned (see ``carried``). Other pairs run as before.
+    ///     `states` under the input's name (the input's shape; fp32 storage keeps the results
+    ///     bit-identical to the unfused graph) and their output is not returned (see
+    ///     ``carried``). Other pairs run as before. A call that fails leaves the buffer with
+    ///     the layers written so far.
+    /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
     public init(function: Function, precision: Precision = .fp32, observing: ObservedValues = .none,
                 activations: ActivationQuantization = .exact, carrying: [String: String] = [:]) throws {
         self.function = function
