@@ -17,6 +17,8 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
         /// The cache updated on the input itself, layer after layer (`slice_update(w_{l−1},
         /// begin = [l, 0, 0, pos, 0])`), each attention slicing its layer out of the result.
         var chained = false
+        /// `scatter_nd(pick, indices = (0, h, pos), updates)` (keepAxis false) instead of `scatter`.
+        var scatterND = false
     }
     static let layers = 2, kv = 2, h = 4, ctx = 8, d = 4
 
@@ -31,6 +33,7 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
         let idx = b.input("idx", .tensor(.int32, [1]))
         let begin = b.input("begin", .tensor(.int32, [pickShape.count])), end = b.input("end", .tensor(.int32, [pickShape.count]))
         let mask = b.input("mask", .tensor(.fp32, [1, 1, 1, ctx]))
+        let idxND = form.scatterND ? b.input("idx_nd", .tensor(.int32, [1, kv, 1, 3])) : nil
         let kc = b.input("k_cache", .tensor(.fp16, cacheShape)), vc = b.input("v_cache", .tensor(.fp16, cacheShape))
         let third = b.const("third", floats: [1.0 / 3.0], shape: [])
         let f = b.const("f", bools: [false], shape: []), t = b.const("t", bools: [true], shape: [])
@@ -76,6 +79,9 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
                 let w: Value
                 if form.sliceUpdate {
                     w = b.apply("slice_update", ["x": pick, "update": u, "begin": begin, "end": end], .tensor(.fp16, pickShape), name: "\(name)_w")
+                } else if let idxND {
+                    let mode = b.const("\(name)_mode", .string("update"))
+                    w = b.apply("scatter_nd", ["data": pick, "indices": idxND, "updates": u, "mode": mode], .tensor(.fp16, pickShape), name: "\(name)_w")
                 } else {
                     let axis = b.const("\(name)_axis", ints: [Int32(pickShape.count - 2)], shape: [])
                     let mode = b.const("\(name)_mode", .string("update"))
@@ -112,7 +118,7 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
     func testEveryFormGivesTheUnfusedResults() throws {
         for form in [Form(keepAxis: true, sliceUpdate: true), Form(keepAxis: false, sliceUpdate: false),
                      Form(keepAxis: true, sliceUpdate: false), Form(keepAxis: false, sliceUpdate: true),
-                     Form(keepAxis: true, sliceUpdate: true, chained: true)] {
+                     Form(keepAxis: true, sliceUpdate: true, chained: true), Form(keepAxis: false, sliceUpdate: false, scatterND: true)] {
             let label = "\(form)"
             let fn = build(form)
             let pairs = ["k_cache": "k_out", "v_cache": "v_out"]
@@ -133,12 +139,15 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
                 for a in 0..<rank { end[a] = Int32((form.keepAxis ? [1, 1, Self.kv, Self.ctx, Self.d] : [1, Self.kv, Self.ctx, Self.d])[a]) }
                 begin[rank - 2] = Int32(pos)
                 end[rank - 2] = Int32(pos + 1)
-                let inputs: [String: Tensor] = [
+                var inputs: [String: Tensor] = [
                     "q": random([1, Self.h, 1, Self.d]), "k_new": random(rows), "v_new": random(rows),
                     "idx": Tensor(.int32, shape: [1], ints: [Int32(pos)]),
                     "begin": Tensor(.int32, shape: [rank], ints: begin), "end": Tensor(.int32, shape: [rank], ints: end),
                     "mask": Tensor(.fp32, shape: [1, 1, 1, Self.ctx], floats: (0..<Self.ctx).map { $0 <= pos ? 0 : -1e4 }),
                 ]
+                if form.scatterND {
+                    inputs["idx_nd"] = Tensor(.int32, shape: [1, Self.kv, 1, 3], ints: (0..<Self.kv).flatMap { [0, Int32($0), Int32(pos)] })
+                }
                 let a = try fused.run(inputs: inputs, states: ["k_cache": buffers[0], "v_cache": buffers[1]])
                 XCTAssertNil(a["k_out"], label)
                 let b = try plain.run(inputs: inputs.merging(caches) { x, _ in x })

@@ -113,7 +113,7 @@ enum CarriedCacheFusion {
         let layers = shape[0], layerCount = total / layers
         guard let im = m.producer[y] else { throw NoMatch(reason: "'\(output)' is not computed in the function's block") }
         let merge = plan.steps[im]
-        if merge.op.type == "slice_update" || merge.op.type == "scatter" {
+        if ["slice_update", "scatter", "scatter_nd"].contains(merge.op.type) {
             return try chain(m, function: function, xSlot: xSlot, y: y, output: output, shape: shape, protected: protected,
                              roundHalf: xt.dtype == .fp16 || function.outputs[yi].type.tensorType?.dtype == .fp16)
         }
@@ -141,9 +141,9 @@ enum CarriedCacheFusion {
             let write = plan.steps[iw]
             let dataName: String
             switch write.op.type {
-            case "scatter": dataName = "data"
+            case "scatter", "scatter_nd": dataName = "data"
             case "slice_update": dataName = "x"
-            default: throw NoMatch(reason: "layer \(l) is written by \(write.op.type), not scatter / slice_update")
+            default: throw NoMatch(reason: "layer \(l) is written by \(write.op.type), not scatter / scatter_nd / slice_update")
             }
             guard let p = m.slot(write, dataName), let ip = m.producer[p] else { throw NoMatch(reason: "layer \(l)'s write does not update a layer pick") }
             guard (useCount[p] ?? 0) == 1 else { throw NoMatch(reason: "the pick of layer \(l) has a second user") }
@@ -200,7 +200,7 @@ enum CarriedCacheFusion {
             let st = plan.steps[i]
             let dataName: String
             switch st.op.type {
-            case "scatter": dataName = "data"
+            case "scatter", "scatter_nd": dataName = "data"
             case "slice_update": dataName = "x"
             default: throw NoMatch(reason: "the update chain of '\(output)' starts at \(st.op.type), not at the input")
             }
@@ -299,7 +299,7 @@ enum CarriedCacheFusion {
             inputs.append((name: "state", refs: [.slot(match.xSlot)]))
             let site = FusionSite(kind: "state_write", op: w.op.name, reason: nil)
             sites.append(site)
-            let kernel = writeKernel(offset: layer.offset, shape: layer.shape, scatter: w.op.type == "scatter",
+            let kernel = writeKernel(offset: layer.offset, shape: layer.shape, op: w.op.type,
                                      dense: w.kernel, dataName: layer.dataName, written: written, site: site)
             replace[layer.step] = ExecutionPlan.Step(op: w.op, kernel: kernel, inputs: inputs, outputSlots: w.outputSlots, release: [],
                                                      isConstant: false, blocks: [], fusedStateWrite: true)
@@ -334,7 +334,7 @@ enum CarriedCacheFusion {
     /// the attention reads). `scatter(mode = update)` and `slice_update` store only their rows;
     /// other scatter modes run the original kernel on a copy of the layer and store it whole.
     /// Every index is checked before the first store.
-    static func writeKernel(offset: Int, shape: [Int], scatter: Bool, dense: Kernel?, dataName: String,
+    static func writeKernel(offset: Int, shape: [Int], op: String, dense: Kernel?, dataName: String,
                             written: Written, site: FusionSite) -> Kernel {
         final class ViewCache { var parent: ObjectIdentifier?; var view: StateBuffer? }
         let cache = ViewCache()
@@ -348,7 +348,7 @@ enum CarriedCacheFusion {
             }
             let runs: [(src: Int, dst: Int, count: Int)]
             let source: [Float]
-            if scatter {
+            if op == "scatter" || op == "scatter_nd" {
                 guard try inv.string("mode", default: "add") == "update" else {
                     guard let dense else { throw KernelError("no scatter kernel") }
                     let r = try dense(inv.replacing(dataName, with: .tensor(view.tensor())))
@@ -358,7 +358,7 @@ enum CarriedCacheFusion {
                     site.fusedCalls += 1
                     return [.state(view)]
                 }
-                (runs, source) = try scatterRuns(inv, shape: shape)
+                (runs, source) = op == "scatter" ? try scatterRuns(inv, shape: shape) : try scatterNDRuns(inv, shape: shape)
             } else {
                 (runs, source) = try sliceUpdateRuns(inv, shape: shape)
             }
@@ -396,6 +396,19 @@ enum CarriedCacheFusion {
             for (j, row) in rows.enumerated() { runs.append((src: (o * rows.count + j) * inner, dst: (o * n + row) * inner, count: inner)) }
         }
         return (runs, updates.floats)
+    }
+
+    /// `scatter_nd(mode = update)` into a buffer of `shape`: one run of `inner` elements per
+    /// index tuple (the unfused kernel's checks: negative indices refused with
+    /// `validate_indices`, wrapped otherwise; updates `indices.shape[:-1] + shape[K:]`).
+    static func scatterNDRuns(_ inv: KernelInvocation, shape: [Int]) throws -> ([(src: Int, dst: Int, count: Int)], [Float]) {
+        let ind = try inv.tensor("indices"), updates = try inv.tensor("updates")
+        try IndexKernels.refuseNegative(inv, ind, op: "scatter_nd")
+        let (offsets, inner) = try IndexKernels.ndOffsets(shape: shape, indices: ind, batchDims: 0, op: "scatter_nd")
+        let k = ind.shape[ind.rank - 1]
+        let expected = Array(ind.shape.dropLast()) + Array(shape[k...])
+        guard updates.shape == expected else { throw KernelError("scatter_nd: updates shape \(updates.shape), expected \(expected)") }
+        return (offsets.enumerated().map { (src: $0.offset * inner, dst: $0.element, count: inner) }, updates.floats)
     }
 
     /// `slice_update` into a buffer of `shape`: runs of contiguous elements of the region.

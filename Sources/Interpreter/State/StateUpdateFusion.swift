@@ -35,7 +35,8 @@ enum StateUpdateFusion {
                 let x = plan.steps[ix]
                 var inputs = x.inputs.filter { $0.name != dataName }
                 inputs.append((name: "state", refs: [.slot(stateSlot)]))
-                let inPlace: Kernel = x.op.type == "scatter" ? inPlaceScatter(fallback: x.kernel) : inPlaceSliceUpdate
+                let inPlace: Kernel = x.op.type == "scatter" ? inPlaceScatter(fallback: x.kernel)
+                    : x.op.type == "scatter_nd" ? inPlaceScatterND(fallback: x.kernel) : inPlaceSliceUpdate
                 let site = FusionSite(kind: "state_write", op: w.op.name, reason: nil)
                 // coreml_update_state also returns the stored value: the state itself when only
                 // fused attention steps read it (as K / V) and nothing changes the state before
@@ -109,9 +110,9 @@ enum StateUpdateFusion {
             let x = plan.steps[ix]
             let dataName: String
             switch x.op.type {
-            case "scatter": dataName = "data"
+            case "scatter", "scatter_nd": dataName = "data"
             case "slice_update": dataName = "x"
-            default: throw NoMatch(reason: "written by \(x.op.type), not scatter / slice_update")
+            default: throw NoMatch(reason: "written by \(x.op.type), not scatter / scatter_nd / slice_update")
             }
             guard case let .slot(r)? = x.inputs.first(where: { $0.name == dataName })?.refs.first,
                   let ir = producer[r], plan.steps[ir].op.type == "read_state" else {
@@ -225,6 +226,24 @@ enum StateUpdateFusion {
                         try s.store(up.baseAddress! + (o * rows.count + j) * inner, count: inner, at: (o * n + row) * inner)
                     }
                 }
+            }
+            return []
+        }
+    }
+
+    /// `scatter_nd` with mode `update` into the state in place: each addressed slice of the
+    /// updates is rounded to the state's dtype and stored (checked as the unfused kernel checks,
+    /// every index before the first store). Other modes run the dense kernel.
+    static func inPlaceScatterND(fallback: Kernel?) -> Kernel {
+        return { inv in
+            let s = try stateBuffer(inv)
+            guard try inv.string("mode", default: "add") == "update", s.isMapped else {
+                guard let fallback else { throw KernelError("no scatter_nd kernel") }
+                return try dense(inv, s, kernel: fallback, dataName: "data")
+            }
+            let (runs, u) = try CarriedCacheFusion.scatterNDRuns(inv, shape: s.shape)
+            try u.withUnsafeBufferPointer { up in
+                for r in runs where r.count > 0 { try s.store(up.baseAddress! + r.src, count: r.count, at: r.dst) }
             }
             return []
         }
