@@ -66,7 +66,8 @@ if start is not None:
         m = re.match(r'(\S+)\s+(\d+ of \d+) · (\d+) / (\d+)', l)
         if not m: continue
         if m.group(1) == 'state_write': wr = m.group(2)
-        else: att = m.group(2) + ' ' + ('SDPA' if m.group(1) == 'scaled_dot_product_attention' else 'softmax·matmul')
+        elif m.group(1) in ('attention', 'scaled_dot_product_attention'):
+            att = m.group(2) + ' ' + ('SDPA' if m.group(1) == 'scaled_dot_product_attention' else 'softmax·matmul')
         fell += int(m.group(4))
 print('%s · %s · %d' % (att, wr, fell))")
   $BIN bench "$pkg" -p 16 -n "$N" -r "$R" --threads "$T" --json | $PY -c "

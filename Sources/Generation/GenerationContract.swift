@@ -198,10 +198,11 @@ extension GenerationContract {
     /// the mask (row r attends to columns ≤ position + r), and `caches` for explicit KV inputs
     /// (zeros of the input's type when absent). `types` are the function's input types.
     /// `real` is how many of `ids` are real tokens (the rest padding): a `padding` mask marks
-    /// the rest 0.
+    /// the rest 0. Inputs named in `omitting` (explicit caches the plan carries itself) are not
+    /// made.
     /// - Throws: `GenerationError` when an explicit cache input has no static shape.
     public func inputs(ids: [Int32], position: Int, function f: Function, caches: [String: Tensor] = [:],
-                       real: Int? = nil) throws -> [String: Tensor] {
+                       real: Int? = nil, omitting: Set<String> = []) throws -> [String: Tensor] {
         let w = ids.count
         var out: [String: Tensor] = [tokenIDs: Tensor(.int32, shape: [1, w], ints: ids)]
         func intType(_ name: String) -> DType {
@@ -237,7 +238,7 @@ extension GenerationContract {
             }
         }
         if case let .explicit(pairs) = kv {
-            for p in pairs {
+            for p in pairs where !omitting.contains(p.input) {
                 if let t = caches[p.input] { out[p.input] = t; continue }
                 guard let t = f.inputs.first(where: { $0.name == p.input })?.type.tensorType,
                       let shape = t.shape.map(\.fixedValue) as [Int?]?, !shape.contains(nil), let n = t.elementCount else {

@@ -53,10 +53,19 @@ public final class Generator {
     /// every call takes them all again.
     var sequence: [Int32] = []
 
-    /// - Parameter contract: nil = detected from the session's model and function.
+    /// - Parameters:
+    ///   - contract: nil = detected from the session's model and function.
+    ///   - carryCaches: for explicit KV caches (``GenerationContract/KVLayout/explicit``) of a
+    ///     one-function contract, run the session's function again planned to carry them
+    ///     (``ExecutionPlan/carried``: each call writes only the new rows into one buffer in
+    ///     place and hands it back as the next call's cache, no copies; ``session`` is then that
+    ///     new session, on the same model, precision and activations; not when the given plan has
+    ///     bound inputs or observers). Pairs whose graph does not
+    ///     match run as before (the cache output fed back as the next input); `--profile` says
+    ///     why (`carried_cache`). False: always as before.
     /// - Throws: `GenerationError` when no contract fits (one line naming the roles found and
     ///   missing), `InterpreterError` when the pair's other function cannot be planned.
-    public init(session: Session, contract given: GenerationContract? = nil) throws {
+    public init(session: Session, contract given: GenerationContract? = nil, carryCaches: Bool = true) throws {
         let c: GenerationContract
         if let given { c = given } else {
             let whole = try? GenerationContract.detect(model: session.model)
@@ -70,8 +79,18 @@ public final class Generator {
             guard f == session.function.name else {
                 throw GenerationError("the contract drives function '\(f)', the session runs '\(session.function.name)'")
             }
-            self.session = session
-            prefillSession = session
+            var s = session
+            // (Not when the caller set up the given plan: bound inputs or observers stay on it.)
+            if carryCaches, case let .explicit(pairs) = c.kv, !pairs.isEmpty, session.plan.carried.isEmpty,
+               session.plan.boundInputNames.isEmpty, session.plan.observer == nil, session.plan.valueObserver == nil {
+                var carrying: [String: String] = [:]
+                for p in pairs { carrying[p.input] = p.output }
+                s = try Session(model: session.model, function: f, precision: session.precision, observing: session.plan.observing,
+                                activations: session.plan.activations, carrying: carrying)
+                if session.plan.profile != nil { s.plan.profile = [:] }
+            }
+            self.session = s
+            prefillSession = s
         case .prefillDecode where c.kv == .none:
             throw GenerationError("a contract without a KV cache (kv \"none\") drives one function, not a prefill/decode pair")
         case let .prefillDecode(pre, _, dec):
@@ -129,6 +148,7 @@ public final class Generator {
 
     public func reset() {
         session.states.reset()
+        for s in sessions { for b in s.carried.values { b.reset() } }
         caches = [:]
         sequence = []
         position = 0
@@ -146,7 +166,9 @@ public final class Generator {
         var padded = ids
         padded += [Int32](repeating: 0, count: w - n)
         var inputs = boundInputs
-        for (k, v) in try contract.inputs(ids: padded, position: start, function: s.function, caches: caches, real: n) { inputs[k] = v }
+        let carried = s.plan.carried
+        for (k, v) in try contract.inputs(ids: padded, position: start, function: s.function, caches: caches, real: n,
+                                          omitting: Set(carried.keys)) { inputs[k] = v }
         for p in providers { inputs[p.input] = try p.value(ids: padded, for: s.function) }
         // Only the last real token's logits are used: compute just that row when the graph allows.
         let plan = s.plan, logitsName = contract.logits
@@ -155,7 +177,7 @@ public final class Generator {
         defer { if oneRow { try? plan.selectRow(nil, of: logitsName) } }
         var out = try s.predict(inputs)
         if case let .explicit(pairs) = contract.kv {
-            for p in pairs {
+            for p in pairs where carried[p.input] == nil {
                 guard let t = out.removeValue(forKey: p.output) else { throw GenerationError("model returned no cache output '\(p.output)'") }
                 caches[p.input] = t
             }

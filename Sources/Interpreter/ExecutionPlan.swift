@@ -129,6 +129,11 @@ public final class ExecutionPlan {
         return out
     }
 
+    /// Explicit KV caches run in place (input name → output name, ``CarriedCacheFusion``): the
+    /// input's buffer comes in `states` of ``run(inputs:states:)`` and the output is not returned.
+    public private(set) var carried: [String: String] = [:]
+    private var carriedOutputs = Set<String>()
+
     /// Every fusion candidate of the top-level block: fused (with its run-time calls and
     /// fallbacks) or why not (see ``fusionReport()``).
     public private(set) var fusionSites: [FusionSite] = []
@@ -192,9 +197,16 @@ public final class ExecutionPlan {
     ///   - activations: (fp32 precision only; ignored in fp16) lets the products with int8
     ///     block-quantized weights quantize their activation rows per block of 32 to int8
     ///     (llama.cpp's Q8_0 × Q8_0) or int16 (``ActivationQuantization``; not Core ML's numerics).
+    ///   - carrying: explicit KV caches the caller carries from call to call (input name →
+    ///     the output it feeds back, as ``Generation/Generator`` does): the pairs whose graph
+    ///     matches ``CarriedCacheFusion`` are run in place on a buffer the caller passes in
+    ///     `states` under the input's name (the input's shape; fp32 storage keeps the results
+    ///     bit-identical to the unfused graph) and their output is not returned (see
+    ///     ``carried``). Other pairs run as before. A call that fails leaves the buffer with
+    ///     the layers written so far.
     /// - Throws: `InterpreterError.unsupportedOps` listing every op type without a kernel.
     public init(function: Function, precision: Precision = .fp32, observing: ObservedValues = .none,
-                activations: ActivationQuantization = .exact) throws {
+                activations: ActivationQuantization = .exact, carrying: [String: String] = [:]) throws {
         self.function = function
         self.precision = precision
         self.observing = observing
@@ -212,6 +224,15 @@ public final class ExecutionPlan {
                                                  constant: { consts.indices.contains($0) ? consts[$0] : nil },
                                                  refuse: precision == .fp32 ? nil : "fp16 precision keeps the per-op rounding")
             fusionSites += StateUpdateFusion.apply(root, useCount: useCounts(root), protected: protected)
+            if !carrying.isEmpty {
+                let consts = constants
+                let r = CarriedCacheFusion.apply(root, function: function, inputSlots: inputSlots, carrying: carrying,
+                                                 useCount: useCounts(root), protected: protected,
+                                                 constant: { consts.indices.contains($0) ? consts[$0] : nil }, precision: precision)
+                fusionSites += r.sites
+                carried = r.fused
+                carriedOutputs = Set(r.fused.values)
+            }
         }
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
         installRowSelection(useCount: useCounts(root))
@@ -378,6 +399,17 @@ public final class ExecutionPlan {
                 slots[slot] = .state(buf)
                 continue
             }
+            if carried[v.name] != nil {
+                guard inputs[v.name] == nil, let buf = states[v.name] else {
+                    throw InterpreterError.badState(function: function.name, name: v.name,
+                                                    reason: "a carried cache: pass its buffer in states, not as an input")
+                }
+                guard buf.isMapped, buf.shape == v.type.tensorType?.fixedShape else {
+                    throw InterpreterError.badState(function: function.name, name: v.name, reason: "buffer is \(buf.type), function expects \(v.type)")
+                }
+                slots[slot] = .state(buf)
+                continue
+            }
             if inputs[v.name] == nil, let b = boundInputs[v.name] {
                 slots[slot] = b
                 continue
@@ -399,7 +431,7 @@ public final class ExecutionPlan {
         defer { pool.endRun() }
         try pool.installed { try execute(root, slots: &slots) }
         var out: [String: Tensor] = [:]
-        for (v, ref) in zip(function.outputs, root.outputRefs) {
+        for (v, ref) in zip(function.outputs, root.outputRefs) where !carriedOutputs.contains(v.name) {
             var t = try resolve(ref, slots: slots).dense()
             if let dt = v.type.tensorType?.dtype { t.dtype = dt }
             Rounding.toStorage(&t)

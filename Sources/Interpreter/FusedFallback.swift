@@ -59,6 +59,9 @@ struct FusedFallback {
         self.externals = ext
     }
 
+    /// Ops that take a state operand as a state.
+    static let stateOps: Set<String> = ["read_state", "write_state", "coreml_update_state"]
+
     static func same(_ a: ExecutionPlan.Ref, _ b: ExecutionPlan.Ref) -> Bool {
         switch (a, b) {
         case let (.slot(x), .slot(y)): return x == y
@@ -78,7 +81,13 @@ struct FusedFallback {
                 names.append(name)
                 for r in refs {
                     switch r {
-                    case let .external(i): flat.append(values[i])
+                    case let .external(i):
+                        // A layer view of a carried cache (``CarriedCacheFusion``) read by a data op: its values.
+                        if case let .state(s) = values[i], !FusedFallback.stateOps.contains(st.op.type) {
+                            flat.append(.tensor(s.tensor()))
+                        } else {
+                            flat.append(values[i])
+                        }
                     case let .local(l):
                         guard let v = local[l] else { throw KernelError("fused fallback: value read before it was made") }
                         flat.append(v)

@@ -24,7 +24,7 @@ final class RecipeFusionTests: XCTestCase {
         .init(name: "apple_llama31_int4", attentionKind: "scaled_dot_product_attention", stateWrites: 4),
         .init(name: "prefill_decode", attentionKind: "attention", stateWrites: 4),
         .init(name: "sdpa_seed", attentionKind: "scaled_dot_product_attention", stateWrites: 4),
-        .init(name: "explicit_kv", attentionKind: "attention", stateWrites: 0),
+        .init(name: "explicit_kv", attentionKind: "attention", stateWrites: 4),
     ]
 
     func testFusedPathsFireOnEveryRecipe() throws {

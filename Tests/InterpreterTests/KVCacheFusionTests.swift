@@ -21,6 +21,11 @@ final class KVCacheFusionTests: XCTestCase {
         var writeBetween = false
         /// slice_update at [cache_offset] instead of scatter at `idx`.
         var sliceUpdate = false
+        /// `coreml_update_state(state, value)` (its result read by the attention) instead of
+        /// `write_state` + `read_state`.
+        var updateState = false
+        /// `scatter_nd(data, indices [1, KV, S, 3] = (0, h, pos + r), updates)` instead of `scatter`.
+        var scatterND = false
         var rep: Int { h / kv }
     }
 
@@ -34,6 +39,7 @@ final class KVCacheFusionTests: XCTestCase {
         let begin = b.input("begin", .tensor(.int32, [4]))
         let end = b.input("end", .tensor(.int32, [4]))
         let mask = b.input("mask", .tensor(.fp32, [1, 1, l.s, l.ctx]))
+        let idxND = l.scatterND ? b.input("idx_nd", .tensor(.int32, [1, l.kv, l.s, 3])) : nil
         let scaleIn = l.scaleInput ? b.input("scale", .tensor(.fp32, [])) : nil
         let kc = b.input("k_cache", .state(cache)), vc = b.input("v_cache", .state(cache))
         var outputs: [Value] = []
@@ -43,11 +49,15 @@ final class KVCacheFusionTests: XCTestCase {
             let u: Value
             if l.sliceUpdate {
                 u = b.apply("slice_update", ["x": r, "update": rows, "begin": begin, "end": end], cache, name: "\(name)_upd")
+            } else if let idxND {
+                let mode = b.const("\(name)_mode", .string("update"))
+                u = b.apply("scatter_nd", ["data": r, "indices": idxND, "updates": rows, "mode": mode], cache, name: "\(name)_upd")
             } else {
                 let axis = b.const("\(name)_axis", ints: [2], shape: [])
                 let mode = b.const("\(name)_mode", .string("update"))
                 u = b.apply("scatter", ["data": r, "indices": idx, "updates": rows, "axis": axis, "mode": mode], cache, name: "\(name)_upd")
             }
+            if l.updateState { return b.apply("coreml_update_state", ["state": state, "value": u], cache, name: "\(name)_update") }
             b.op("write_state", ["input": state, "data": u], nil, name: "\(name)_write")
             return b.apply("read_state", ["input": state], cache, name: "\(name)_read1")
         }
@@ -109,6 +119,11 @@ final class KVCacheFusionTests: XCTestCase {
                 "mask": Tensor(.fp32, shape: [1, 1, l.s, l.ctx], floats: mask),
             ]
             if l.scaleInput { inputs["scale"] = Tensor.scalar(0.25) }
+            if l.scatterND {
+                var nd: [Int32] = []
+                for h in 0..<l.kv { for r in 0..<l.s { nd += [0, Int32(h), Int32(pos + r)] } }
+                inputs["idx_nd"] = Tensor(.int32, shape: [1, l.kv, l.s, 3], ints: nd)
+            }
             let out = try plan.run(inputs: inputs, states: states)
             outs.append(try XCTUnwrap(out["o"]).floats)
         }
@@ -162,6 +177,62 @@ final class KVCacheFusionTests: XCTestCase {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// `coreml_update_state` (the raw form of a KV write whose result the attention reads):
+    /// the write stores only its rows and the attention reads the state in place, bit-identical
+    /// to the op-by-op write (its `read_state` an output too, so nothing is fused); with the
+    /// updated value also an output it is returned as a copy, still bit-identical.
+    func testCoreMLUpdateStateIsFused() throws {
+        for dtype in [DType.fp16, .fp32] {
+            for slice in [false, true] {
+                var l = Layer()
+                (l.dtype, l.sliceUpdate, l.updateState) = (dtype, slice, true)
+                let label = "\(dtype) \(slice ? "slice_update" : "scatter")"
+                let fused = try run(l)
+                XCTAssertEqual(fused.plan.fusions["state_write"], 2, label)
+                XCTAssertEqual(fused.plan.fusions["attention"], 1, label)
+                XCTAssertEqual(readStates(fused.plan), 0, label)
+                XCTAssertFalse(fused.plan.root.steps.contains { $0.op.type == "coreml_update_state" }, label)
+                var dense = l
+                dense.exposeScatterInput = true
+                let reference = try run(dense)
+                XCTAssertNil(reference.plan.fusions["state_write"], label)
+                var copied = l
+                copied.exposeReads = true
+                let copy = try run(copied)
+                XCTAssertEqual(copy.plan.fusions["state_write"], 2, label)
+                for i in 0..<3 {
+                    XCTAssertTrue(same(fused.outs[i], reference.outs[i]), "\(label) call \(i)")
+                    XCTAssertTrue(same(copy.outs[i], reference.outs[i]), "\(label) call \(i): copied result")
+                }
+                for (name, a) in fused.states {
+                    XCTAssertTrue(same(a, reference.states[name]!), "\(label) \(name)")
+                    XCTAssertTrue(same(copy.states[name]!, reference.states[name]!), "\(label) \(name)")
+                }
+            }
+        }
+    }
+
+    /// `scatter_nd(mode = update)` KV writes (into a state by `write_state`, or by
+    /// `coreml_update_state`) store only their rows, bit-identical to the op-by-op write.
+    func testScatterNDIsFused() throws {
+        for dtype in [DType.fp16, .fp32] {
+            for update in [false, true] {
+                var l = Layer()
+                (l.dtype, l.scatterND, l.updateState) = (dtype, true, update)
+                let label = "\(dtype) \(update ? "coreml_update_state" : "write_state")"
+                let fused = try run(l)
+                XCTAssertEqual(fused.plan.fusions["state_write"], 2, label)
+                XCTAssertFalse(fused.plan.root.steps.contains { $0.op.type == "write_state" || $0.op.type == "coreml_update_state" }, label)
+                var dense = l
+                dense.exposeScatterInput = true
+                let reference = try run(dense)
+                XCTAssertNil(reference.plan.fusions["state_write"], label)
+                for i in 0..<3 { XCTAssertTrue(same(fused.outs[i], reference.outs[i]), "\(label) call \(i)") }
+                for (name, a) in fused.states { XCTAssertTrue(same(a, reference.states[name]!), "\(label) \(name)") }
             }
         }
     }

@@ -42,6 +42,8 @@ public final class StateBuffer {
     /// The anonymous mapping behind `.half` / `.float` (nil for `.tensor`).
     private let region: UnsafeMutableRawPointer?
     private let regionBytes: Int
+    /// The buffer a view (``init(view:offset:shape:)``) reads and writes (kept alive by it).
+    private let parent: StateBuffer?
 
     /// A zeroed state, as Core ML initialises states.
     /// - Throws: `InterpreterError.badState` when the shape is not static, its element count
@@ -60,6 +62,7 @@ public final class StateBuffer {
         self.type = type
         self.shape = shape
         count = n
+        parent = nil
         let elementBytes = type.dtype == .fp16 ? 2 : type.dtype == .fp32 ? 4 : 0
         guard elementBytes > 0, n > 0 else {
             region = nil
@@ -77,6 +80,29 @@ public final class StateBuffer {
                                     : .float(p.bindMemory(to: Float.self, capacity: n))
     }
 
+    /// A view of `parent`'s mapped storage: the elements `offset ..< offset + count(shape)`,
+    /// read and written in place (no copy) as a buffer of `shape` (e.g. layer l of a stacked
+    /// `[L, 1, KV, CTX, D]` cache as `[1, KV, CTX, D]`). The view keeps `parent` alive.
+    /// - Throws: `KernelError` when `parent` is not mapped (``isMapped``) or the range is
+    ///   outside it.
+    init(view parent: StateBuffer, offset: Int, shape: [Int]) throws {
+        guard let n = CheckedSize.elementCount(shape), offset >= 0, n <= parent.count, offset <= parent.count - n else {
+            throw KernelError("view of \(shape) at \(offset) outside state '\(parent.name)' \(parent.shape)")
+        }
+        switch parent.storage {
+        case let .half(p): storage = .half(p + offset)
+        case let .float(p): storage = .float(p + offset)
+        case .tensor: throw KernelError("state '\(parent.name)' of \(parent.dtype.rawValue) has no view")
+        }
+        name = parent.name
+        type = TensorType(parent.dtype, fixed: shape)
+        self.shape = shape
+        count = n
+        region = nil
+        regionBytes = 0
+        self.parent = parent
+    }
+
     deinit {
         if let region { munmap(region, regionBytes) }
     }
@@ -84,6 +110,14 @@ public final class StateBuffer {
     /// Zeroes the state. Mapped storage is handed back to the OS (`MADV_DONTNEED` on Linux, a
     /// fresh mapping in place elsewhere): nothing is written, the pages stop being resident.
     public func reset() {
+        if parent != nil {
+            switch storage {
+            case let .half(p): p.update(repeating: 0, count: count)
+            case let .float(p): p.update(repeating: 0, count: count)
+            case .tensor: break
+            }
+            return
+        }
         guard let region else {
             storage = .tensor(Tensor.zeros(dtype, shape: shape))
             return
@@ -162,7 +196,7 @@ public final class StateBuffer {
     }
 
     /// Whether the values live in mapped fp16 / fp32 storage (``store(_:count:at:)`` works).
-    var isMapped: Bool { region != nil }
+    var isMapped: Bool { region != nil || parent != nil }
 
     /// `bytes` of zeroed, not yet resident memory (nil on failure).
     private static func mapZeroed(_ bytes: Int) -> UnsafeMutableRawPointer? {

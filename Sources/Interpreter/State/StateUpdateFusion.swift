@@ -27,7 +27,7 @@ enum StateUpdateFusion {
         var remove = Set<Int>()
         var replace: [Int: ExecutionPlan.Step] = [:]
         var sites: [FusionSite] = []
-        for (iw, w) in plan.steps.enumerated() where w.op.type == "write_state" {
+        for (iw, w) in plan.steps.enumerated() where w.op.type == "write_state" || w.op.type == "coreml_update_state" {
             switch match(plan, iw, producer: producer, useCount: useCount, protected: protected, removed: remove) {
             case let .failure(f):
                 sites.append(FusionSite(kind: "state_write", op: w.op.name, reason: f.reason))
@@ -35,14 +35,25 @@ enum StateUpdateFusion {
                 let x = plan.steps[ix]
                 var inputs = x.inputs.filter { $0.name != dataName }
                 inputs.append((name: "state", refs: [.slot(stateSlot)]))
-                let inPlace: Kernel = x.op.type == "scatter" ? inPlaceScatter(fallback: x.kernel) : inPlaceSliceUpdate
+                let inPlace: Kernel = x.op.type == "scatter" ? inPlaceScatter(fallback: x.kernel)
+                    : x.op.type == "scatter_nd" ? inPlaceScatterND(fallback: x.kernel) : inPlaceSliceUpdate
                 let site = FusionSite(kind: "state_write", op: w.op.name, reason: nil)
+                // coreml_update_state also returns the stored value: the state itself when only
+                // fused attention steps read it (as K / V) and nothing changes the state before
+                // the last of them, else a copy (what the op returns).
+                let result: ResultForm = w.op.type == "coreml_update_state"
+                    ? updateResult(plan, iw, stateSlot: stateSlot, useCount: useCount, protected: protected) : .nothing
                 let kernel: Kernel = { inv in
                     site.fusedCalls += 1
-                    return try inPlace(inv)
+                    _ = try inPlace(inv)
+                    switch result {
+                    case .nothing: return []
+                    case .state: return [try inv.value("state")]
+                    case .copy: return [.tensor(try stateBuffer(inv).tensor())]
+                    }
                 }
-                replace[ix] = ExecutionPlan.Step(op: x.op, kernel: kernel, inputs: inputs, outputSlots: [], release: [],
-                                                 isConstant: false, blocks: [], fusedStateWrite: true)
+                replace[ix] = ExecutionPlan.Step(op: x.op, kernel: kernel, inputs: inputs, outputSlots: result == .nothing ? [] : w.outputSlots,
+                                                 release: [], isConstant: false, blocks: [], fusedStateWrite: true)
                 if useCount[plan.steps[ir].outputSlots[0]] == 1 { remove.insert(ir) }
                 remove.insert(iw)
                 sites.append(site)
@@ -57,6 +68,29 @@ enum StateUpdateFusion {
         return sites
     }
 
+    /// What the fused step returns: nothing (`write_state`), or `coreml_update_state`'s value
+    /// as the state read in place or as a copy.
+    enum ResultForm { case nothing, state, copy }
+
+    /// The form of `coreml_update_state` `iw`'s result: `.state` when every reader is a fused
+    /// attention (or a `shape` of its chain) taking it as its K / V buffer and no step before
+    /// the last reader changes the state; else `.copy`.
+    static func updateResult(_ plan: ExecutionPlan.BlockPlan, _ iw: Int, stateSlot: Int, useCount: [Int: Int], protected: Set<Int>) -> ResultForm {
+        guard let y = plan.steps[iw].outputSlots.first, !protected.contains(y) else { return .copy }
+        func isY(_ r: ExecutionPlan.Ref) -> Bool { if case let .slot(s) = r { return s == y } else { return false } }
+        let readers = plan.steps.indices.filter { plan.steps[$0].inputs.contains { $0.refs.contains(where: isY) } }
+        let reads = readers.reduce(0) { n, i in n + plan.steps[i].inputs.reduce(0) { $0 + $1.refs.filter(isY).count } }
+        guard reads == useCount[y] ?? 0, let last = readers.last, readers.allSatisfy({ $0 > iw }) else { return .copy }
+        for i in readers {
+            let st = plan.steps[i]
+            guard AttentionFusion.readsInPlace(st) else { return .copy }
+            let allowed: Set<Int> = AttentionFusion.isFused(st) ? [1, 2] : [0]
+            let positions = st.inputs.enumerated().filter { $0.element.refs.contains(where: isY) }.map(\.offset)
+            guard positions.allSatisfy(allowed.contains) else { return .copy }
+        }
+        return changes(stateSlot, in: plan.steps[(iw + 1)..<last]) ? .copy : .state
+    }
+
     struct NoMatch: Error { let reason: String }
     static func attempt<T>(_ body: () throws -> T) -> Result<T, NoMatch> {
         do { return .success(try body()) } catch let e as NoMatch { return .failure(e) } catch { return .failure(NoMatch(reason: "\(error)")) }
@@ -68,16 +102,17 @@ enum StateUpdateFusion {
                       protected: Set<Int>, removed: Set<Int>) -> Result<(Int, Int, Int, String), NoMatch> {
         attempt {
             let w = plan.steps[iw]
-            guard case let .slot(stateSlot)? = w.inputs.first(where: { $0.name == "input" })?.refs.first,
-                  case let .slot(v)? = w.inputs.first(where: { $0.name == "data" })?.refs.first,
+            let (stateName, valueName) = w.op.type == "coreml_update_state" ? ("state", "value") : ("input", "data")
+            guard case let .slot(stateSlot)? = w.inputs.first(where: { $0.name == stateName })?.refs.first,
+                  case let .slot(v)? = w.inputs.first(where: { $0.name == valueName })?.refs.first,
                   let ix = producer[v], !removed.contains(ix) else { throw NoMatch(reason: "the written value is not computed here") }
             guard useCount[v] == 1 else { throw NoMatch(reason: "the updated cache has a second user") }
             let x = plan.steps[ix]
             let dataName: String
             switch x.op.type {
-            case "scatter": dataName = "data"
+            case "scatter", "scatter_nd": dataName = "data"
             case "slice_update": dataName = "x"
-            default: throw NoMatch(reason: "written by \(x.op.type), not scatter / slice_update")
+            default: throw NoMatch(reason: "written by \(x.op.type), not scatter / scatter_nd / slice_update")
             }
             guard case let .slot(r)? = x.inputs.first(where: { $0.name == dataName })?.refs.first,
                   let ir = producer[r], plan.steps[ir].op.type == "read_state" else {
@@ -191,6 +226,24 @@ enum StateUpdateFusion {
                         try s.store(up.baseAddress! + (o * rows.count + j) * inner, count: inner, at: (o * n + row) * inner)
                     }
                 }
+            }
+            return []
+        }
+    }
+
+    /// `scatter_nd` with mode `update` into the state in place: each addressed slice of the
+    /// updates is rounded to the state's dtype and stored (checked as the unfused kernel checks,
+    /// every index before the first store). Other modes run the dense kernel.
+    static func inPlaceScatterND(fallback: Kernel?) -> Kernel {
+        return { inv in
+            let s = try stateBuffer(inv)
+            guard try inv.string("mode", default: "add") == "update", s.isMapped else {
+                guard let fallback else { throw KernelError("no scatter_nd kernel") }
+                return try dense(inv, s, kernel: fallback, dataName: "data")
+            }
+            let (runs, u) = try CarriedCacheFusion.scatterNDRuns(inv, shape: s.shape)
+            try u.withUnsafeBufferPointer { up in
+                for r in runs where r.count > 0 { try s.store(up.baseAddress! + r.src, count: r.count, at: r.dst) }
             }
             return []
         }
