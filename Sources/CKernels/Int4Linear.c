@@ -105,6 +105,46 @@ static void q4_gemv_rows(q4_row_fn row, long M, long N, long K, const float *xs,
 
 #define T256 __attribute__((target("avx2,fma,f16c")))
 
+/// The column and activation-row drivers of one SIMD level, over its
+/// `q4_rows_<SFX>(nr, nm, flag, K, xs, stride, W, row, y)` (nr weight rows × nm activation rows,
+/// `flag` a per-level constant): `q4_cols_<SFX>` walks the N weight rows from n0 against `nm`
+/// activation rows, `nr` rows a pass (then one); `q4_gemv_<SFX>_` takes the activation rows 4 at a
+/// time — 1 row against 4 weight rows a pass, 2 against 2, 3 or 4 against 1 — so each decoded run
+/// serves every activation row.
+#define Q4_DRIVERS(SFX, TARGET)                                                                                   \
+    static inline __attribute__((always_inline)) TARGET void q4_cols_##SFX(                                       \
+        const int nr, const int nm, const int flag, long N, long K, const float *xs, const fk_q4matrix *W,        \
+        long n0, float *C, long ldc, const float *bias, int acc) {                                                \
+        const long stride = fk_q4_split_floats(K);                                                                \
+        long j = 0;                                                                                               \
+        float y[4];                                                                                               \
+        for (; j + nr <= N; j += nr) {                                                                            \
+            q4_rows_##SFX(nr, nm, flag, K, xs, stride, W, n0 + j, y);                                             \
+            for (int r = 0; r < nr; r++)                                                                          \
+                for (int m = 0; m < nm; m++) q4_store(C + m * ldc + j + r, y[r * nm + m], bias, j + r, acc);      \
+        }                                                                                                         \
+        for (; j < N; j++) {                                                                                      \
+            q4_rows_##SFX(1, nm, flag, K, xs, stride, W, n0 + j, y);                                              \
+            for (int m = 0; m < nm; m++) q4_store(C + m * ldc + j, y[m], bias, j, acc);                           \
+        }                                                                                                         \
+    }                                                                                                             \
+    static inline __attribute__((always_inline)) TARGET void q4_gemv_##SFX##_(                                    \
+        const int flag, long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C,         \
+        long ldc, const float *bias, int acc) {                                                                   \
+        const long stride = fk_q4_split_floats(K);                                                                \
+        for (long m0 = 0; m0 < M; m0 += 4) {                                                                      \
+            const float *x = xs + m0 * stride;                                                                    \
+            float *c = C + m0 * ldc;                                                                              \
+            switch (M - m0 < 4 ? M - m0 : 4) {                                                                    \
+            case 1: q4_cols_##SFX(4, 1, flag, N, K, x, W, n0, c, ldc, bias, acc); break;                          \
+            case 2: q4_cols_##SFX(2, 2, flag, N, K, x, W, n0, c, ldc, bias, acc); break;                          \
+            case 3: q4_cols_##SFX(1, 3, flag, N, K, x, W, n0, c, ldc, bias, acc); break;                          \
+            default: q4_cols_##SFX(1, 4, flag, N, K, x, W, n0, c, ldc, bias, acc); break;                         \
+            }                                                                                                     \
+        }                                                                                                         \
+    }
+
+
 static inline __attribute__((always_inline)) T256 float q4_hsum256(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
@@ -235,42 +275,7 @@ static inline __attribute__((always_inline)) T256 void q4_rows_avx2(const int nr
     }
 }
 
-/// The N weight rows from n0 against `nm` activation rows, `nr` rows a pass (then one).
-static inline __attribute__((always_inline)) T256 void q4_cols_avx2(const int nr, const int nm, const int per1, long N,
-                                                                   long K, const float *xs, const fk_q4matrix *W,
-                                                                   long n0, float *C, long ldc, const float *bias,
-                                                                   int acc) {
-    const long stride = fk_q4_split_floats(K);
-    long j = 0;
-    float y[4];
-    for (; j + nr <= N; j += nr) {
-        q4_rows_avx2(nr, nm, per1, K, xs, stride, W, n0 + j, y);
-        for (int r = 0; r < nr; r++)
-            for (int m = 0; m < nm; m++) q4_store(C + m * ldc + j + r, y[r * nm + m], bias, j + r, acc);
-    }
-    for (; j < N; j++) {
-        q4_rows_avx2(1, nm, per1, K, xs, stride, W, n0 + j, y);
-        for (int m = 0; m < nm; m++) q4_store(C + m * ldc + j, y[m], bias, j, acc);
-    }
-}
-
-/// Activation rows 4 at a time: 1 row against 4 weight rows a pass, 2 against 2, 3 or 4
-/// against 1 (each widened run serves every activation row).
-static inline __attribute__((always_inline)) T256 void q4_gemv_avx2_(const int per1, long M, long N, long K,
-                                                                    const float *xs, const fk_q4matrix *W, long n0,
-                                                                    float *C, long ldc, const float *bias, int acc) {
-    const long stride = fk_q4_split_floats(K);
-    for (long m0 = 0; m0 < M; m0 += 4) {
-        const float *x = xs + m0 * stride;
-        float *c = C + m0 * ldc;
-        switch (M - m0 < 4 ? M - m0 : 4) {
-        case 1: q4_cols_avx2(4, 1, per1, N, K, x, W, n0, c, ldc, bias, acc); break;
-        case 2: q4_cols_avx2(2, 2, per1, N, K, x, W, n0, c, ldc, bias, acc); break;
-        case 3: q4_cols_avx2(1, 3, per1, N, K, x, W, n0, c, ldc, bias, acc); break;
-        default: q4_cols_avx2(1, 4, per1, N, K, x, W, n0, c, ldc, bias, acc); break;
-        }
-    }
-}
+Q4_DRIVERS(avx2, T256)
 
 static T256 void q4_gemv_avx2(long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C, long ldc,
                               const float *bias, int acc) {
@@ -335,40 +340,7 @@ static inline __attribute__((always_inline)) T512 void q4_rows_512(const int nr,
         for (int m = 0; m < nm; m++) out[r * nm + m] = _mm512_reduce_add_ps(_mm512_add_ps(y0[r][m], y1[r][m]));
 }
 
-/// The N weight rows from n0 against `nm` activation rows, `nr` rows a pass (then one).
-static inline __attribute__((always_inline)) T512 void q4_cols_512(const int nr, const int nm, const int hasoff, long N,
-                                                                  long K, const float *xs, const fk_q4matrix *W, long n0,
-                                                                  float *C, long ldc, const float *bias, int acc) {
-    const long stride = fk_q4_split_floats(K);
-    long j = 0;
-    float y[4];
-    for (; j + nr <= N; j += nr) {
-        q4_rows_512(nr, nm, hasoff, K, xs, stride, W, n0 + j, y);
-        for (int r = 0; r < nr; r++)
-            for (int m = 0; m < nm; m++) q4_store(C + m * ldc + j + r, y[r * nm + m], bias, j + r, acc);
-    }
-    for (; j < N; j++) {
-        q4_rows_512(1, nm, hasoff, K, xs, stride, W, n0 + j, y);
-        for (int m = 0; m < nm; m++) q4_store(C + m * ldc + j, y[m], bias, j, acc);
-    }
-}
-
-/// Activation rows 4 at a time, as the AVX2 level.
-static inline __attribute__((always_inline)) T512 void q4_gemv_512_(const int hasoff, long M, long N, long K,
-                                                                   const float *xs, const fk_q4matrix *W, long n0,
-                                                                   float *C, long ldc, const float *bias, int acc) {
-    const long stride = fk_q4_split_floats(K);
-    for (long m0 = 0; m0 < M; m0 += 4) {
-        const float *x = xs + m0 * stride;
-        float *c = C + m0 * ldc;
-        switch (M - m0 < 4 ? M - m0 : 4) {
-        case 1: q4_cols_512(4, 1, hasoff, N, K, x, W, n0, c, ldc, bias, acc); break;
-        case 2: q4_cols_512(2, 2, hasoff, N, K, x, W, n0, c, ldc, bias, acc); break;
-        case 3: q4_cols_512(1, 3, hasoff, N, K, x, W, n0, c, ldc, bias, acc); break;
-        default: q4_cols_512(1, 4, hasoff, N, K, x, W, n0, c, ldc, bias, acc); break;
-        }
-    }
-}
+Q4_DRIVERS(512, T512)
 
 static T512 void q4_gemv_512(long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C, long ldc,
                              const float *bias, int acc) {
