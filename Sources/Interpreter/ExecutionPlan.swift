@@ -417,6 +417,7 @@ public final class ExecutionPlan {
         return out
     }
 
+    @inline(__always)
     func resolve(_ ref: Ref, slots: [RuntimeValue?]) throws -> RuntimeValue {
         switch ref {
         case let .slot(s):
@@ -502,10 +503,10 @@ public final class ExecutionPlan {
             if let observer { observer(step.op, step.outputSlots.compactMap { slots[$0] ?? constantOpCache[$0] }) }
             if let valueObserver { report(step, slots: slots, to: valueObserver) }
             for s in step.release {
-                if let v = slots[s] {
-                    slots[s] = nil
-                    pool.release(v)
-                }
+                // Moved out of the slot (no copy, no extra retain/release pair).
+                var v: RuntimeValue? = nil
+                swap(&v, &slots[s])
+                if let v { pool.release(v) }
             }
         }
     }
