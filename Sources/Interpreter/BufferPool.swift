@@ -33,32 +33,46 @@ public final class BufferPool {
         public var foreignByOp: [String: Int] = [:]
     }
 
-    public private(set) var stats = Stats()
+    /// (The hot `var`s of the pool skip the dynamic exclusivity check: the plans run lock
+    /// already serializes every access, and each check cost ~100 instructions per kernel output.)
+    @exclusivity(unchecked) public private(set) var stats = Stats()
     /// Counts ``Stats/foreign`` and names ops in ``Stats/missesByOp`` / ``Stats/foreignByOp``
     /// (tests and diagnosis; a few hash lookups per op, off by default).
-    public var tracking = false
+    @exclusivity(unchecked) public var tracking = false
 
-    private var floats: [Int: [[Float]]] = [:]
-    private var ints: [Int: [[Int32]]] = [:]
-    private var bools: [Int: [[Bool]]] = [:]
+    /// Free buffers of one element type and count (a size class).
+    private struct SizeClass {
+        let tag: Int
+        let count: Int
+        var floats: [[Float]] = []
+        var ints: [[Int32]] = []
+        var bools: [[Bool]] = []
+        /// ``runIndex`` of the last run that asked for this size (0: never).
+        var lastUsed = 0
+        /// ``runIndex`` when last asked for (the current run's index: asked this run).
+        var askedIn = -1
+        var free: Int { floats.count + ints.count + bools.count }
+        var bytes: Int { free * count * (tag == 2 ? 1 : 4) }
+    }
+    /// Size classes, found by key `count * 4 + tag` through ``classIndex`` (no hashing of a
+    /// `Dictionary` per kernel output and per release).
+    @exclusivity(unchecked) private var classes: [SizeClass] = []
+    private let classIndex = WordTable()
     /// Base addresses of arrays this pool made or recycled (to tell foreign buffers apart).
-    private var known = Set<UnsafeRawPointer>()
+    @exclusivity(unchecked) private var known = Set<UnsafeRawPointer>()
     /// Type of the op whose kernel is running (set by the plan; for ``Stats/missesByOp``).
-    var currentOp = ""
-    /// Slots currently holding each buffer.
-    private var live: [UnsafeRawPointer: Int] = [:]
-    private var pinned = Set<UnsafeRawPointer>()
-    private var pinnedForRun = Set<UnsafeRawPointer>()
+    @exclusivity(unchecked) var currentOp = ""
+    /// Slots currently holding each buffer (by base address).
+    private let live = WordTable(capacity: 1024)
+    private let pinned = WordTable(capacity: 1024)
+    private let pinnedForRun = WordTable()
     /// Op type that produced each buffer not made by the pool (for ``Stats/foreignByOp``).
-    private var origin: [UnsafeRawPointer: String] = [:]
-    /// Sizes asked for during the current run (key: type tag and count).
-    private var usedThisRun = Set<Int>()
+    @exclusivity(unchecked) private var origin: [UnsafeRawPointer: String] = [:]
     /// Free buffers kept per size; more are dropped.
     private let perSizeLimit = 16
     /// Bytes of free buffers of sizes the last run did not use that are kept (32 MiB).
     public var idleBudgetBytes = 32 << 20
-    private var runIndex = 0
-    private var lastUsed: [Int: Int] = [:]
+    @exclusivity(unchecked) private var runIndex = 0
 
     public init() {}
 
@@ -149,21 +163,32 @@ public final class BufferPool {
 
     private func take<R>(_ count: Int) -> [R]? {
         guard let t = BufferPool.tag(R.self) else { return nil }
-        usedThisRun.insert(count &* 4 &+ t)
+        let c = sizeClass(count, t)
+        classes[c].askedIn = runIndex
         switch t {
-        case 0: return claim(&floats, count).map { unsafeBitCast($0, to: [R].self) }
-        case 1: return claim(&ints, count).map { unsafeBitCast($0, to: [R].self) }
-        default: return claim(&bools, count).map { unsafeBitCast($0, to: [R].self) }
+        case 0: return claim(&classes[c].floats).map { unsafeBitCast($0, to: [R].self) }
+        case 1: return claim(&classes[c].ints).map { unsafeBitCast($0, to: [R].self) }
+        default: return claim(&classes[c].bools).map { unsafeBitCast($0, to: [R].self) }
         }
     }
 
-    /// Pops a free array of `count` elements and makes it unique before a kernel writes into
-    /// it: if a live value still shares its storage, copy-on-write allocates here, and that
-    /// counts as a miss. (The array is moved out of the table, never copied, so a buffer no
-    /// one else holds is not duplicated.)
-    private func claim<T>(_ table: inout [Int: [[T]]], _ count: Int) -> [T]? {
-        guard table[count]?.isEmpty == false else { return nil }
-        var a = table[count]!.removeLast()
+    /// The index of the size class of `count` elements of type `tag` (made when new).
+    @inline(__always)
+    private func sizeClass(_ count: Int, _ tag: Int) -> Int {
+        let key = UInt(bitPattern: count &* 4 &+ tag)
+        if let c = classIndex.value(key) { return c }
+        classes.append(SizeClass(tag: tag, count: count))
+        classIndex.set(key, classes.count - 1)
+        return classes.count - 1
+    }
+
+    /// Pops a free array and makes it unique before a kernel writes into it: if a live value
+    /// still shares its storage, copy-on-write allocates here, and that counts as a miss. (The
+    /// array is moved out of the list, never copied, so a buffer no one else holds is not
+    /// duplicated.)
+    private func claim<T>(_ list: inout [[T]]) -> [T]? {
+        guard !list.isEmpty else { return nil }
+        var a = list.removeLast()
         let before = a.withUnsafeBufferPointer { $0.baseAddress.map(UnsafeRawPointer.init) }
         let after = a.withUnsafeMutableBufferPointer { $0.baseAddress.map(UnsafeRawPointer.init) }
         if before == after {
@@ -185,19 +210,20 @@ public final class BufferPool {
     // MARK: - plan API
 
     /// Notes a value stored in a slot: counts the slots sharing its storage (a view such as a
-    /// `reshape` output shares its input's), and remembers the op that produced storage the
-    /// pool did not make, so it can be named when released.
-    func noteProduced(_ v: RuntimeValue, by op: String) {
+    /// `reshape` output shares its input's), and (when tracking) remembers the op that produced
+    /// storage the pool did not make, so it can be named when released.
+    @inline(__always)
+    func noteProduced(_ v: RuntimeValue, by op: @autoclosure () -> String) {
         guard case let .tensor(t) = v, let base = BufferPool.base(t.data) else { return }
-        live[base, default: 0] += 1
-        if tracking, !known.contains(base), origin[base] == nil { origin[base] = op }
+        live.add(BufferPool.word(base), 1)
+        if tracking, !known.contains(base), origin[base] == nil { origin[base] = op() }
     }
 
     /// Storage the pool must never hand out: constants (for the plan's life) and the caller's
     /// inputs (for one run).
     func pin(_ v: RuntimeValue, forRun: Bool) {
         guard case let .tensor(t) = v, let base = BufferPool.base(t.data) else { return }
-        if forRun { pinnedForRun.insert(base) } else { pinned.insert(base) }
+        (forRun ? pinnedForRun : pinned).set(BufferPool.word(base), 1)
     }
 
     /// Packed panels of this plan's constant fp32 `linear` weights (``PackedWeights``).
@@ -207,12 +233,16 @@ public final class BufferPool {
     /// constants (pinned for the plan's life), packed on first use; nil for any other storage
     /// (a computed weight would be packed again on every call) or without a packed route.
     func packedConstant(_ w: [Float], n: Int, k: Int) -> PackedWeights.Panels? {
-        guard let b = BufferPool.base(.float(w)), pinned.contains(b) else { return nil }
+        guard let b = BufferPool.base(.float(w)), pinned.contains(BufferPool.word(b)) else { return nil }
         return packedWeights.panels(for: w, n: n, k: k)
     }
 
+    @inline(__always)
+    static func word(_ p: UnsafeRawPointer) -> UInt { UInt(bitPattern: Int(bitPattern: p)) }
+
+    @inline(__always)
     static func base(_ d: TensorData) -> UnsafeRawPointer? {
-        func b<T>(_ a: [T]) -> UnsafeRawPointer? { a.withUnsafeBufferPointer { $0.baseAddress.map(UnsafeRawPointer.init) } }
+        @inline(__always) func b<T>(_ a: [T]) -> UnsafeRawPointer? { a.withUnsafeBufferPointer { $0.baseAddress.map(UnsafeRawPointer.init) } }
         switch d {
         case let .float(a): return b(a)
         case let .int(a): return b(a)
@@ -227,9 +257,10 @@ public final class BufferPool {
         switch v {
         case let .tensor(t):
             guard let base = BufferPool.base(t.data) else { return }
-            if let n = live[base] {
-                if n > 1 { live[base] = n - 1; return }
-                live[base] = nil
+            let w = BufferPool.word(base)
+            if let n = live.value(w) {
+                if n > 1 { live.set(w, n - 1); return }
+                live.remove(w)
             }
             recycle(t.data)
         case let .list(vs), let .tuple(vs): for x in vs { release(x) }
@@ -248,75 +279,91 @@ public final class BufferPool {
 
     /// Takes back a tensor's storage (ignored for pinned storage).
     func recycle(_ d: TensorData) {
-        if let base = BufferPool.base(d), pinned.contains(base) || pinnedForRun.contains(base) { return }
+        if let base = BufferPool.base(d) {
+            let w = BufferPool.word(base)
+            if pinned.contains(w) || pinnedForRun.contains(w) { return }
+        }
         switch d {
-        case let .float(a): put(a, into: &floats)
-        case let .int(a): put(a, into: &ints)
-        case let .bool(a): put(a, into: &bools)
+        case let .float(a):
+            guard let c = admit(a, tag: 0) else { return }
+            BufferPool.put(a, into: &classes[c].floats)
+        case let .int(a):
+            guard let c = admit(a, tag: 1) else { return }
+            BufferPool.put(a, into: &classes[c].ints)
+        case let .bool(a):
+            guard let c = admit(a, tag: 2) else { return }
+            BufferPool.put(a, into: &classes[c].bools)
         case .string: break
         }
     }
 
-    private func put<T>(_ a: [T], into table: inout [Int: [[T]]]) {
+    /// The size class a released array goes to, or nil when it is empty or its class is full;
+    /// counts foreign buffers when tracking.
+    private func admit<T>(_ a: [T], tag: Int) -> Int? {
         let n = a.count
-        guard n > 0 else { return }
+        guard n > 0 else { return nil }
+        if tracking {
+            let base = a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) }
+            if !known.contains(base) {
+                stats.foreign += 1
+                stats.foreignByOp[origin[base] ?? "?", default: 0] += 1
+                known.insert(base)
+            }
+        }
+        let c = sizeClass(n, tag)
+        guard classes[c].free < perSizeLimit else { return nil }
+        return c
+    }
+
+    /// Appends `a` to `list` unless the same storage is there already (a value and a view
+    /// sharing it, released twice: kept once).
+    private static func put<T>(_ a: [T], into list: inout [[T]]) {
         let base = a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) }
-        if tracking, !known.contains(base) {
-            stats.foreign += 1
-            stats.foreignByOp[origin[base] ?? "?", default: 0] += 1
-            known.insert(base)
-        }
-        // Read in place, then append in place (a local copy of the list would make the append
-        // copy the whole list: one allocation per released value).
-        if let list = table[n] {
-            guard list.count < perSizeLimit else { return }
-            // The same storage released twice (a value and a view sharing it): keep one.
-            if list.contains(where: { $0.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) } == base }) { return }
-        }
-        table[n, default: []].append(a)
+        if list.contains(where: { $0.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) } == base }) { return }
+        list.append(a)
     }
 
     /// Ends a run: free buffers of sizes not asked for during it are kept only up to
     /// ``idleBudgetBytes`` (the most recently used sizes first), so a prefill's buffers wait
     /// through the decode steps for the next prefill without a long prompt's buffers lingering.
     func endRun() {
+        let run = runIndex
         runIndex += 1
-        for k in usedThisRun { lastUsed[k] = runIndex }
-        func bytes(_ t: Int, _ n: Int) -> Int { n * (t == 2 ? 1 : 4) }
-        // Idle sizes, most recently used first.
-        var idle: [(key: Int, t: Int, n: Int, bytes: Int, last: Int)] = []
-        func collect<T>(_ table: [Int: [[T]]], _ t: Int) {
-            for (n, list) in table where !usedThisRun.contains(n &* 4 &+ t) {
-                idle.append((n &* 4 &+ t, t, n, bytes(t, n) * list.count, lastUsed[n &* 4 &+ t] ?? 0))
+        // Idle sizes holding buffers, most recently used first.
+        var idle: [(c: Int, bytes: Int, last: Int)] = []
+        for c in classes.indices {
+            if classes[c].askedIn == run {
+                classes[c].lastUsed = runIndex
+            } else if classes[c].free > 0 {
+                idle.append((c, classes[c].bytes, classes[c].lastUsed))
             }
         }
-        collect(floats, 0)
-        collect(ints, 1)
-        collect(bools, 2)
         idle.sort { $0.last > $1.last }
         var kept = 0
         for e in idle {
             kept += e.bytes
             guard kept > idleBudgetBytes else { continue }
-            switch e.t {
-            case 0: floats[e.n] = nil
-            case 1: ints[e.n] = nil
-            default: bools[e.n] = nil
-            }
-            lastUsed[e.key] = nil
+            classes[e.c].floats = []
+            classes[e.c].ints = []
+            classes[e.c].bools = []
+            classes[e.c].lastUsed = 0
         }
-        usedThisRun.removeAll(keepingCapacity: true)
+        // Sizes of a long-gone shape (e.g. many prompt widths): forget the empty idle classes
+        // once there are many.
+        if classes.count > 1024 {
+            classes.removeAll { $0.free == 0 && $0.askedIn != run }
+            classIndex.removeAll()
+            for (i, c) in classes.enumerated() { classIndex.set(UInt(bitPattern: c.count &* 4 &+ c.tag), i) }
+        }
         origin.removeAll(keepingCapacity: true)
-        live.removeAll(keepingCapacity: true)
-        pinnedForRun.removeAll(keepingCapacity: true)
+        live.removeAll()
+        pinnedForRun.removeAll()
         if tracking {
             var free = Set<UnsafeRawPointer>()
-            func mark<T>(_ table: [Int: [[T]]]) {
-                for list in table.values { for a in list { free.insert(a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) }) } }
+            func mark<T>(_ lists: [[T]]) {
+                for a in lists { free.insert(a.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress!) }) }
             }
-            mark(floats)
-            mark(ints)
-            mark(bools)
+            for c in classes { mark(c.floats); mark(c.ints); mark(c.bools) }
             // Addresses of buffers handed out and never returned (outputs kept by the caller) stay
             // known; forget them now and then so freed memory is not mistaken for a pool buffer.
             if known.count > 4 * max(free.count, 64) { known = free }
@@ -324,9 +371,5 @@ public final class BufferPool {
     }
 
     /// Bytes held by free buffers.
-    public var freeBytes: Int {
-        floats.reduce(0) { $0 + $1.key * 4 * $1.value.count }
-            + ints.reduce(0) { $0 + $1.key * 4 * $1.value.count }
-            + bools.reduce(0) { $0 + $1.key * $1.value.count }
-    }
+    public var freeBytes: Int { classes.reduce(0) { $0 + $1.bytes } }
 }

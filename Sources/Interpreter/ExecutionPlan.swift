@@ -48,6 +48,13 @@ public final class ExecutionPlan {
         /// Precomputed for the run loop: a `const` op, and the dtype of each output.
         let isConstOp: Bool
         let outputDTypes: [DType?]
+        /// Every operand of every input, flat, in ``inputNames`` order (the run loop resolves
+        /// these into the invocation's values without walking the nested input lists).
+        let operands: [Ref]
+        /// `--profile` accumulators of this step (folded into ``ExecutionPlan/profile`` by
+        /// op type at the end of each run: no dictionary update per op).
+        @exclusivity(unchecked) var profileNanos: UInt64 = 0
+        @exclusivity(unchecked) var profileCalls = 0
 
         init(op: Op, kernel: Kernel?, inputs: [(name: String, refs: [Ref])], outputSlots: [Int], release: [Int],
              isConstant: Bool, blocks: [BlockPlan], fusedStateWrite: Bool = false) {
@@ -61,6 +68,7 @@ public final class ExecutionPlan {
             self.fusedStateWrite = fusedStateWrite
             isConstOp = op.type == "const"
             outputDTypes = op.outputs.map { $0.type.tensorType?.dtype }
+            operands = inputs.flatMap(\.refs)
             var b = [0]
             for (_, refs) in inputs { b.append(b[b.count - 1] + refs.count) }
             (inputNames, inputBounds) = Step.interned(inputs.map(\.name), b)
@@ -94,26 +102,26 @@ public final class ExecutionPlan {
 
     var slotOf: [ObjectIdentifier: Int] = [:]
     var slotCount = 0
-    var constants: [ConstValue] = []
-    var constantCache: [RuntimeValue?] = []
+    @exclusivity(unchecked) var constants: [ConstValue] = []
+    @exclusivity(unchecked) var constantCache: [RuntimeValue?] = []
     /// Cached outputs of constant-only ops, by output slot.
-    var constantOpCache: [RuntimeValue?] = []
+    @exclusivity(unchecked) var constantOpCache: [RuntimeValue?] = []
     let root = BlockPlan()
     var inputSlots: [Int] = []
     /// Inputs bound once for the plan's life (``bind(_:to:)``, StaticInputBinding.swift).
     var boundInputs: [String: RuntimeValue] = [:]
     /// Const outputs kept as fp16 views of the weight file (see ``findHalfViewConstants()``).
-    var halfViewSlots = Set<Int>()
+    @exclusivity(unchecked) var halfViewSlots = Set<Int>()
     /// Operand constants that are the `scale` of `constexpr_blockwise_shift_scale` or the `x` of
     /// `gather` (kept as views when they are fp16 blobs).
-    var halfViewConstants = Set<Int>()
+    @exclusivity(unchecked) var halfViewConstants = Set<Int>()
     /// Outputs whose rows can be selected (``canSelectRow(of:)``), and the selected row of each.
     var rowSelectable = Set<String>()
     var selectedRows: [String: Int] = [:]
     /// Slots read by at least one consumer that cannot take a ``QuantizedTensor``.
     var needsDense = Set<Int>()
     /// ``needsDense`` by slot (built once the plan is complete; read by the run loop).
-    var needsDenseSlot: [Bool] = []
+    @exclusivity(unchecked) var needsDenseSlot: [Bool] = []
 
     /// Steps fused at plan time, by kind (`attention`, `state_write`), for tests and `--profile`.
     public var fusions: [String: Int] {
@@ -139,7 +147,7 @@ public final class ExecutionPlan {
     public private(set) var fusionSites: [FusionSite] = []
 
     /// When set, time spent per op type (seconds, calls) is accumulated here.
-    public var profile: [String: (seconds: Double, calls: Int)]? {
+    @exclusivity(unchecked) public var profile: [String: (seconds: Double, calls: Int)]? {
         didSet { if profile?.isEmpty ?? true { profileRunSeconds = 0 } }
     }
     /// While ``profile`` is set: wall time of whole ``run(inputs:states:)`` calls (input checks,
@@ -150,7 +158,7 @@ public final class ExecutionPlan {
     /// When set, called after every executed step with its op and results (as stored: fp16-rounded
     /// in `fp16` precision). A fused step reports the op whose outputs it produces; constant ops
     /// are reported on the run that first evaluates them. Used by `forge-ir diagnose`.
-    public var observer: ((Op, [RuntimeValue]) -> Void)?
+    @exclusivity(unchecked) public var observer: ((Op, [RuntimeValue]) -> Void)?
 
     /// When set, called with the name and value of every op output the plan was built to observe
     /// (``init(function:precision:observing:)``), right after the op runs. The tensor is the
@@ -160,7 +168,7 @@ public final class ExecutionPlan {
     /// precision, fp32 in `fp32` precision (Core ML's CPU path). Compressed constants (results
     /// of `constexpr_*` ops named explicitly) are reported dequantized (a copy). Nil by default:
     /// a plan without it runs exactly as before (one nil check per op).
-    public var valueObserver: ((_ name: String, _ value: Tensor) -> Void)?
+    @exclusivity(unchecked) public var valueObserver: ((_ name: String, _ value: Tensor) -> Void)?
     /// What the plan was built to observe (see ``ObservedValues``).
     public let observing: ObservedValues
     /// Output slots of observed values (``observing`` as slots; empty for `.all` and `.none`).
@@ -430,6 +438,7 @@ public final class ExecutionPlan {
         }
         defer { pool.endRun() }
         try pool.installed { try execute(root, slots: &slots) }
+        if profile != nil { foldProfile(root) }
         var out: [String: Tensor] = [:]
         for (v, ref) in zip(function.outputs, root.outputRefs) where !carriedOutputs.contains(v.name) {
             var t = try resolve(ref, slots: slots).dense()
@@ -440,6 +449,7 @@ public final class ExecutionPlan {
         return out
     }
 
+    @inline(__always)
     func resolve(_ ref: Ref, slots: [RuntimeValue?]) throws -> RuntimeValue {
         switch ref {
         case let .slot(s):
@@ -459,11 +469,15 @@ public final class ExecutionPlan {
     func execute(_ plan: BlockPlan, slots: inout [RuntimeValue?]) throws {
         // One operand list for every step (emptied, its storage kept, once the kernel is done).
         var flat: [RuntimeValue] = []
+        flat.reserveCapacity(16)
+        let profiling = profile != nil
+        let roundAll = precision == .fp16
+        let observer = self.observer, valueObserver = self.valueObserver
         for step in plan.steps {
             if step.isConstant, step.outputSlots.isEmpty || constantOpCache[step.outputSlots[0]] != nil {
                 continue
             }
-            let results: [RuntimeValue]
+            var results: [RuntimeValue]
             do {
                 if step.isConstOp {
                     guard let val = step.op.attribute("val") else { throw KernelError("const without val") }
@@ -480,22 +494,17 @@ public final class ExecutionPlan {
                         throw KernelError(OpRegistry.schema(step.op.type)?.isControlFlow == true
                                           ? "\(step.op.type) has no nested blocks to run" : "no kernel for \(step.op.type)")
                     }
-                    flat.removeAll(keepingCapacity: true)
-                    for (_, refs) in step.inputs {
-                        for r in refs { flat.append(try resolve(r, slots: slots)) }
-                    }
-                    let inv = KernelInvocation(op: step.op, precision: precision, activations: activations, names: step.inputNames,
-                                               bounds: step.inputBounds, flat: flat)
-                    defer { flat.removeAll(keepingCapacity: true) }
+                    for r in step.operands { flat.append(try resolve(r, slots: slots)) }
+                    // Emptied in place (`removeAll(keepingCapacity:)` goes through `replaceSubrange`).
+                    defer { while flat.popLast() != nil {} }
                     if pool.tracking { pool.currentOp = step.op.type }
-                    if profile != nil {
+                    if profiling {
                         let t0 = DispatchTime.now().uptimeNanoseconds
-                        results = try kernel(inv)
-                        let dt = Double(DispatchTime.now().uptimeNanoseconds - t0) / 1e9
-                        let old = profile![step.op.type] ?? (0, 0)
-                        profile![step.op.type] = (old.seconds + dt, old.calls + 1)
+                        results = try invoke(kernel, step, flat)
+                        step.profileNanos &+= DispatchTime.now().uptimeNanoseconds &- t0
+                        step.profileCalls &+= 1
                     } else {
-                        results = try kernel(inv)
+                        results = try invoke(kernel, step, flat)
                     }
                 }
             } catch let e as KernelError {
@@ -504,26 +513,54 @@ public final class ExecutionPlan {
             guard results.count == step.outputSlots.count else {
                 throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: "kernel returned \(results.count) outputs, op declares \(step.outputSlots.count)")
             }
-            for (i, (r, s)) in zip(results, step.outputSlots).enumerated() {
-                var r = r
+            for i in 0..<results.count {
+                let s = step.outputSlots[i]
+                // Moved out of the results (not copied), so rounding below writes in place.
+                var r = RuntimeValue.list([])
+                swap(&r, &results[i])
                 if case let .quantized(q) = r, s < needsDenseSlot.count ? needsDenseSlot[s] : needsDense.contains(s) {
                     r = .tensor(q.dequantize())
                 }
-                if case var .tensor(t) = r, let dt = step.outputDTypes[i] {
-                    t.dtype = dt
-                    if precision == .fp16 || step.isConstant { Rounding.toStorage(&t) }
-                    r = .tensor(t)
+                if let dt = step.outputDTypes[i], case .tensor(var t) = r {
+                    let round = roundAll || step.isConstant
+                    if t.dtype != dt || round {
+                        r = .list([])
+                        t.dtype = dt
+                        if round { Rounding.toStorage(&t) }
+                        r = .tensor(t)
+                    }
                 }
-                if step.isConstant { constantOpCache[s] = r; pool.pin(r, forRun: false) } else { slots[s] = r; pool.noteProduced(r, by: step.op.type) }
+                if step.isConstant { constantOpCache[s] = r; pool.pin(r, forRun: false) } else { pool.noteProduced(r, by: step.op.type); slots[s] = r }
             }
             if let observer { observer(step.op, step.outputSlots.compactMap { slots[$0] ?? constantOpCache[$0] }) }
             if let valueObserver { report(step, slots: slots, to: valueObserver) }
             for s in step.release {
-                if let v = slots[s] {
-                    slots[s] = nil
-                    pool.release(v)
-                }
+                // Moved out of the slot (no copy, no extra retain/release pair).
+                var v: RuntimeValue? = nil
+                swap(&v, &slots[s])
+                if let v { pool.release(v) }
             }
+        }
+    }
+
+    /// Runs `kernel` on the step's resolved operands (the invocation lives only inside this
+    /// call, so `flat` is uniquely held again when it returns and is emptied in place).
+    @inline(__always)
+    private func invoke(_ kernel: Kernel, _ step: Step, _ flat: [RuntimeValue]) throws -> [RuntimeValue] {
+        try kernel(KernelInvocation(op: step.op, precision: precision, activations: activations, names: step.inputNames,
+                                    bounds: step.inputBounds, flat: flat, outputDTypes: step.outputDTypes))
+    }
+
+    /// Adds the steps' `--profile` accumulators into ``profile`` by op type and clears them.
+    func foldProfile(_ plan: BlockPlan) {
+        for st in plan.steps {
+            if st.profileCalls > 0 {
+                let old = profile?[st.op.type] ?? (0, 0)
+                profile?[st.op.type] = (old.seconds + Double(st.profileNanos) / 1e9, old.calls + st.profileCalls)
+                st.profileNanos = 0
+                st.profileCalls = 0
+            }
+            for b in st.blocks { foldProfile(b) }
         }
     }
 

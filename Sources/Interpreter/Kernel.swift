@@ -14,6 +14,9 @@ public struct KernelInvocation {
     let names: [String]
     let bounds: [Int]
     let flat: [RuntimeValue]
+    /// The op's output dtypes, precomputed by the plan (``ExecutionPlan/Step/outputDTypes``;
+    /// empty: read from the op).
+    let outputDTypes: [DType?]
 
     public init(op: Op, precision: Precision, values: [String: [RuntimeValue]]) {
         var names: [String] = [], bounds = [0], flat: [RuntimeValue] = []
@@ -25,8 +28,10 @@ public struct KernelInvocation {
         self.init(op: op, precision: precision, names: names, bounds: bounds, flat: flat)
     }
 
-    init(op: Op, precision: Precision, activations: ActivationQuantization = .exact, names: [String], bounds: [Int], flat: [RuntimeValue]) {
+    init(op: Op, precision: Precision, activations: ActivationQuantization = .exact, names: [String], bounds: [Int], flat: [RuntimeValue],
+         outputDTypes: [DType?] = []) {
         self.op = op
+        self.outputDTypes = outputDTypes
         self.precision = precision
         self.activations = activations
         self.names = names
@@ -46,7 +51,8 @@ public struct KernelInvocation {
         names.append(name)
         flat.append(value)
         bounds.append(flat.count)
-        return KernelInvocation(op: op, precision: precision, activations: activations, names: names, bounds: bounds, flat: flat)
+        return KernelInvocation(op: op, precision: precision, activations: activations, names: names, bounds: bounds, flat: flat,
+                                outputDTypes: outputDTypes)
     }
 
     @inline(__always)
@@ -106,7 +112,8 @@ public struct KernelInvocation {
 
     /// The dtype the graph declares for output `i`.
     public func outputDType(_ i: Int = 0) -> DType {
-        op.outputs[i].type.tensorType?.dtype ?? .fp32
+        if i >= 0, i < outputDTypes.count { return outputDTypes[i] ?? .fp32 }
+        return op.outputs[i].type.tensorType?.dtype ?? .fp32
     }
 }
 
