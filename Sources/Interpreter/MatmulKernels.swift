@@ -86,19 +86,19 @@ enum MatmulKernels {
                 }
 
             } else {
-                let threads = max(1, ProcessInfo.processInfo.activeProcessorCount)
-                let chunks = n >= 256 ? threads * 4 : 1
+                // Output columns in chunks of whole 4-row groups (the GEMV's pass) on CKernels'
+                // spinning pool, as the fp32 and int8 products split (GEMM.parallelChunks): a
+                // dispatch worker's wake-up costs about as much as a decode-sized product.
                 try withBase(xs) { xp in
                     try withOptionalBase(bias) { bp in
                         h.withUnsafeBufferPointer { hp in
                             out.withUnsafeMutableBufferPointer { op in
                                 let c = UnsafeMutablePointer(op.baseAddress!), w = hp.baseAddress!
-                                DispatchQueue.concurrentPerform(iterations: chunks) { t in
-                                    let j0 = n * t / chunks, j1 = n * (t + 1) / chunks
+                                GEMM.parallelChunks(n, align: 4, work: m * n * k) { cols in
                                     // K floats: the portable body widens each row into it even for one row.
                                     let scratch = UnsafeMutablePointer<Float>.allocate(capacity: k)
                                     defer { scratch.deallocate() }
-                                    fk_linear_half(m, n, k, xp, w, bp, c, j0, j1, scratch)
+                                    fk_linear_half(m, n, k, xp, w, bp, c, cols.lowerBound, cols.upperBound, scratch)
                                 }
                             }
                         }
