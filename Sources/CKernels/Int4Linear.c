@@ -9,10 +9,16 @@
 //   bits of a lane), so a weight costs a widening, a lookup and an FMA — no conversion, no
 //   per-block sum or correction, and each product is the dequantized weight times x, as a
 //   dequantize-then-matmul computes it.
-// - 1 = AVX2 + FMA + F16C (8 lanes, 4 weight rows a pass) and 0 = portable C: a nibble u is
-//   the two's complement value q = (u ^ 8) − 8; the kernels widen u ^ 8 (= q + 8, unsigned
-//   0 … 15: a zero extension and a mask or a shift), scale each block's sum once and subtract
-//   Σ s · (o + 8) · Σx (Σx of each run of 32 columns being part of the split) once per row.
+// - 1 = AVX2 + FMA + F16C (8 lanes, 4 weight rows a pass): a nibble u is the two's complement
+//   value q = (u ^ 8) − 8; the kernel widens u ^ 8 (= q + 8, unsigned 0 … 15: a zero extension
+//   and a mask or a shift), scales each block's sum once and subtracts Σ s · (o + 8) · Σx (Σx
+//   of each run of 32 columns being part of the split) once per row. That subtraction turns an
+//   inf activation into inf − inf = NaN in every output, where dequantize-then-matmul gives
+//   ±inf (NaN only where the weight is 0): a call whose run sums are not all finite (an inf or
+//   NaN activation, or a sum that overflows) runs the portable body instead.
+// - 0 = portable C: per block a table of the 16 dequantized values s · (q − o), indexed by the
+//   nibbles (level 2's arithmetic, one weight at a time): no sum or correction, so inf and NaN
+//   activations propagate as a dequantize-then-matmul propagates them.
 // The SIMD bodies prefetch the weight rows Q4_PREFETCH bytes ahead: one thread streaming the
 // packed rows waits on memory otherwise (measured: about half the read bandwidth).
 #include "CKInt4Linear.h"
@@ -63,24 +69,33 @@ static inline void q4_store(float *c, float y, const float *bias, long j, int ac
 // MARK: - level 0: portable
 
 static void q4_row_gen(long K, const float *xs, const fk_q4matrix *W, long row, float *out) {
-    const float *even = xs, *odd = xs + K / 2, *sums = xs + K;
+    const float *even = xs, *odd = xs + K / 2;
     const uint8_t *p = W->data + row * (W->ld / 2);
     const long per = W->block_cols / Q4_RUN, blocks = K / W->block_cols, srow = (row / W->block_rows) * W->scale_ld;
-    float y = 0, corr = 0;
+    float y = 0;
     for (long b = 0; b < blocks; b++) {
-        float a = 0, xsum = 0;
-        for (long r = b * per; r < (b + 1) * per; r++) {
-            xsum += sums[r];
-            for (long i = r * 16; i < r * 16 + 16; i++) {
-                const unsigned u = p[i] ^ 0x88u;
-                a += even[i] * (float)(u & 15u) + odd[i] * (float)(u >> 4);
-            }
+        // t[u ^ 8] = s · (q − o) for the nibble u of value q: (u ^ 8) − 8 = q.
+        const float s = q4_scale(W, srow + b), o8 = q4_offset8(W, srow + b);
+        float t[16];
+        for (int v = 0; v < 16; v++) t[v] = ((float)v - o8) * s;
+        for (long i = b * per * 16; i < (b + 1) * per * 16; i++) {
+            const unsigned u = p[i] ^ 0x88u;
+            y += even[i] * t[u & 15u] + odd[i] * t[u >> 4];
         }
-        const float s = q4_scale(W, srow + b);
-        y += s * a;
-        corr += s * q4_offset8(W, srow + b) * xsum;
     }
-    *out = y - corr;
+    *out = y;
+}
+
+/// Whether every run sum of the M split activation rows is finite (no inf or NaN activation,
+/// no overflowing sum): the condition of the level-1 body's sum-and-correction arithmetic.
+static __attribute__((unused)) int q4_sums_finite(long M, long K, const float *xs) {
+    const long stride = fk_q4_split_floats(K), runs = K / Q4_RUN;
+    for (long m = 0; m < M; m++)
+        for (long r = 0; r < runs; r++) {
+            const float v = xs[m * stride + K + r];
+            if (!(v - v == 0.0f)) return 0;
+        }
+    return 1;
 }
 
 /// One weight row against one split activation row (a level's body).
@@ -355,7 +370,7 @@ void fk_q4_gemv(long M, long N, long K, const float *xs, const fk_q4matrix *W, l
 #if FK_X86
     const int level = fk_simd_level();
     if (level >= 2) { q4_gemv_512(M, N, K, xs, W, n0, C, ldc, bias, acc); return; }
-    if (level >= 1) { q4_gemv_avx2(M, N, K, xs, W, n0, C, ldc, bias, acc); return; }
+    if (level >= 1 && q4_sums_finite(M, K, xs)) { q4_gemv_avx2(M, N, K, xs, W, n0, C, ldc, bias, acc); return; }
 #endif
     q4_gemv_rows(q4_row_gen, M, N, K, xs, W, n0, C, ldc, bias, acc);
 }

@@ -159,6 +159,17 @@ public struct GenerationContract: Equatable {
     /// What the contract was read from: "detected" or "file <path>".
     public var source: String
 
+    /// The inputs the generator fills on every call, with their role (`token_ids`,
+    /// `positions`, `mask`, `write_offset`, `kv`): never a constant table.
+    public var perCallInputs: [(role: String, input: String)] {
+        var out: [(String, String)] = [("token_ids", tokenIDs)]
+        if case let .input(n) = positions { out.append(("positions", n)) }
+        if let mask { out.append(("mask", mask.name)) }
+        if case let .input(n) = writeOffset { out.append(("write_offset", n)) }
+        if case let .explicit(pairs) = kv { out += pairs.map { ("kv", $0.input) } }
+        return out
+    }
+
     public init(tokenIDs: String, positions: Positions, mask: Mask?, writeOffset: WriteOffset, kv: KVLayout,
                 functions: Functions, logits: String, contextLength: Int, staticInputs: [String] = [], source: String = "given") {
         self.tokenIDs = tokenIDs

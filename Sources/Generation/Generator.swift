@@ -111,8 +111,13 @@ public final class Generator {
     /// for the generator's life (``ExecutionPlan/bind(_:to:)``: int8 and fp16 files are read in
     /// place, never copied per call or step).
     /// - Throws: `InterpreterError.badInput` when the file's dtype or shape does not fit the
-    ///   declared input, `GenerationError` when no session's function takes `name`.
+    ///   declared input, `GenerationError` when no session's function takes `name` or when
+    ///   `name` is an input the contract fills every call (``GenerationContract/perCallInputs``:
+    ///   the generator's value would win and the table be silently ignored).
     public func bind(_ name: String, to array: MappedArray) throws {
+        if let role = contract.perCallInputs.first(where: { $0.input == name }) {
+            throw GenerationError("'\(name)' is the contract's \(role.role) input, fed per call, not a constant table (static input \(array.path))")
+        }
         var bound = false
         for s in sessions where s.function.inputs.contains(where: { $0.name == name }) {
             try s.plan.bind(name, to: array)

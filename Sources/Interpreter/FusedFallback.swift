@@ -73,6 +73,7 @@ struct FusedFallback {
     /// Runs the steps on the external values (`values[i]` for `externals[i]`), with the
     /// plan's output typing (each result takes its op's declared dtype; fp16 outputs rounded in
     /// `fp16` precision).
+    /// - Throws: `InterpreterError.opFailed` naming the op of the chain that failed.
     func run(_ values: [RuntimeValue], precision: Precision, activations: ActivationQuantization) throws -> RuntimeValue {
         var local = [RuntimeValue?](repeating: nil, count: steps.reduce(0) { $0 + $1.outputs.count })
         for st in steps {
@@ -97,7 +98,12 @@ struct FusedFallback {
             }
             let inv = KernelInvocation(op: st.op, precision: precision, activations: activations,
                                        names: names, bounds: bounds, flat: flat)
-            let results = try st.kernel(inv)
+            // An op that fails here is named itself (e.g. the mask `add` of shapes that do not
+            // broadcast), not the fused step that stands for the chain (its last op).
+            let results: [RuntimeValue]
+            do { results = try st.kernel(inv) } catch let e as KernelError {
+                throw InterpreterError.opFailed(op: st.op.name, type: st.op.type, reason: e.reason + ExecutionPlan.origin(of: st.op, reason: e.reason))
+            }
             guard results.count == st.outputs.count else {
                 throw KernelError("fused fallback: \(st.op.type) gave \(results.count) results, declares \(st.outputs.count)")
             }

@@ -130,4 +130,25 @@ final class CarriedCacheFusionTests: XCTestCase {
         let site = try XCTUnwrap(s.plan.fusionSites.first { $0.kind == "carried_cache" })
         XCTAssertEqual(site.reason, "'logits' is made by linear, not stack / concat of the layers or a chain of updates")
     }
+
+    /// A table bound to an input the contract fills every call (here the carried `key_cache`,
+    /// and the token ids) is refused naming the input and its role: the generator's own value
+    /// would win and the file be ignored (it was, silently; the CLI's `--static-input
+    /// key_cache=FILE` ran as if it were not given).
+    func testBindingAPerCallInputIsRefused() throws {
+        let model = try ModelLoader.load(path: RecipeFixtureTests.path("explicit_kv"))
+        let c = try GenerationContract.detect(model: model)
+        let g = try Generator(session: Session(model: model, function: c.decodeFunction), contract: c)
+        let dir = NSTemporaryDirectory() + "/carried-bind-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try NPY.write(Tensor(.fp16, shape: [2, 1, 2, 64, 32], floats: [Float](repeating: 1, count: 2 * 2 * 64 * 32)), path: dir + "/kc.npy")
+        try NPY.write(Tensor(.int32, shape: [1, 1], ints: [3]), path: dir + "/ids.npy")
+        for (name, file, role) in [("key_cache", "kc.npy", "kv"), ("input_ids", "ids.npy", "token_ids")] {
+            XCTAssertThrowsError(try g.bind(name, to: MappedArray(spec: dir + "/" + file)), name) { e in
+                XCTAssertTrue("\(e)".contains("'\(name)' is the contract's \(role) input"), "\(e)")
+            }
+        }
+        XCTAssertEqual(g.session.plan.boundInputNames, [])
+    }
 }

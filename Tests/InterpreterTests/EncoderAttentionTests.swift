@@ -42,4 +42,23 @@ final class EncoderAttentionTests: XCTestCase {
         XCTAssertEqual(got, want)
         XCTAssertThrowsError(try view.transpose([0, 1, 2, -5]))
     }
+
+    /// A mask that does not broadcast against the scores ([1, 4] for 5 tokens): the fused step
+    /// runs the original ops, and the error names the op that fails (the mask `add`) as the
+    /// op-by-op plan (`observing: .all`, no fusion) names it — not the fused step's last op
+    /// (it said `op 'context_layer_1' (matmul)`).
+    func testMaskThatDoesNotBroadcastNamesTheFailingOp() throws {
+        let model = try ModelLoader.load(path: Fixtures.path("foreign/hf_bert_encoder.mlpackage"))
+        let f = try XCTUnwrap(model.program.function(named: "main"))
+        let inputs = ["input_ids": Tensor(.int32, shape: [1, 5], ints: [1, 2, 3, 4, 5]),
+                      "attention_mask": Tensor(.int32, shape: [1, 4], ints: [1, 1, 1, 1])]
+        func message(_ plan: ExecutionPlan) -> String {
+            do { _ = try plan.run(inputs: inputs); return "no error" } catch { return "\(error)" }
+        }
+        let plain = message(try ExecutionPlan(function: f, observing: .all))
+        XCTAssertTrue(plain.contains("(add): shapes"), plain)
+        let fused = try ExecutionPlan(function: f)
+        XCTAssertEqual(fused.fusionSites.filter { $0.kind == "attention" && $0.reason == nil }.count, 2)
+        XCTAssertEqual(message(fused), plain)
+    }
 }

@@ -108,6 +108,63 @@ final class Int4KernelTests: XCTestCase {
         }
     }
 
+    /// An inf activation gives what dequantize-then-multiply gives (IEEE: inf · w = ±inf, inf · 0
+    /// = NaN, +inf + −inf = NaN; the reference below in Double), at every level: ±inf in the
+    /// outputs whose weights at that column are not 0, NaN where one is 0 or where infs of both
+    /// signs meet. (Levels 0 and 1 subtracted Σ s · (o + 8) · Σx per row: inf − inf = NaN in
+    /// every output.) A NaN activation makes its row NaN; the other rows stay finite.
+    func testInt4GEMVNonFiniteActivationsAtEveryLevel() throws {
+        var rng = MMRandom(seed: 4242)
+        defer { GEMM.simdLevel = -1 }
+        for offset in [false, true] {
+            let n = 9, k = 128, m = 4, blockCols = 32, scaleCols = k / blockCols
+            var q = (0..<(n * k)).map { _ in Int(rng.next() >> 60) - 8 }
+            let scales = (0..<(n * scaleCols)).map { _ in Float(1) / Float(1 << (2 + Int(rng.next() >> 61) % 5)) }
+            // Offsets (when given) 0 for the first block, so that q = 0 is a weight of 0 there.
+            let offsets: [Float]? = offset ? (0..<(n * scaleCols)).map { i in i % scaleCols == 0 ? 0 : 0.5 } : nil
+            var a = (0..<(m * k)).map { _ in Float(Int(rng.next() % 17) - 8) / 8 }
+            a[0 * k + 3] = .infinity         // row 0: +inf at column 3
+            a[1 * k + 70] = -.infinity       // row 1: −inf at column 70 …
+            a[1 * k + 5] = .infinity         // … and +inf at column 5
+            a[2 * k + 100] = .nan            // row 2: NaN; row 3 finite
+            for j in 0..<n { q[j * k + 3] = j % 3 == 0 ? 0 : (j % 2 == 0 ? 5 : -6) }  // weights 0 in rows 0, 3, 6
+            for j in 0..<n { q[j * k + 5] = j == 4 ? 0 : 3; q[j * k + 70] = j % 2 == 0 ? 2 : -2 }
+            var want = [Float](repeating: 0, count: m * n)
+            for i in 0..<m {
+                for j in 0..<n {
+                    var s = 0.0
+                    for c in 0..<k {
+                        let si = j * scaleCols + c / blockCols
+                        s += Double(a[i * k + c]) * (Double(scales[si]) * (Double(q[j * k + c]) - Double(offsets?[si] ?? 0)))
+                    }
+                    want[i * n + j] = Float(s)
+                }
+            }
+            XCTAssertTrue(want[0].isNaN && want[1] == -.infinity && want[2] == .infinity, "reference: \(want[0..<3])")
+            var packed = [UInt8](repeating: 0, count: n * k / 2)
+            for (i, v) in q.enumerated() { packed[i / 2] |= (UInt8(v & 0xF)) << (4 * UInt8(i % 2)) }
+            for level in MatmulKernelTests.levels {
+                GEMM.simdLevel = level
+                var got = [Float](repeating: 0, count: m * n)
+                packed.withUnsafeBufferPointer { d in
+                    scales.withUnsafeBufferPointer { sf in
+                        MatmulKernels.withOptionalBase(offsets) { o in
+                            var w = fk_q4matrix(data: d.baseAddress!, ld: k, scale: sf.baseAddress, scale_h: nil, offset: o,
+                                                block_rows: 1, block_cols: blockCols, scale_ld: scaleCols)
+                            var xs = [Float](repeating: 0, count: m * fk_q4_split_floats(k))
+                            fk_q4_split(m, k, a, k, &xs)
+                            got.withUnsafeMutableBufferPointer { c in fk_q4_gemv(m, n, k, xs, &w, 0, c.baseAddress!, n, nil, 0) }
+                        }
+                    }
+                }
+                for i in 0..<(m * n) {
+                    let same = want[i].isNaN ? got[i].isNaN : (want[i].isFinite ? abs(got[i] - want[i]) <= 1e-4 * max(1, abs(want[i])) : got[i] == want[i])
+                    XCTAssertTrue(same, "level \(level) offset \(offset) row \(i / n) col \(i % n): \(got[i]) vs \(want[i])")
+                }
+            }
+        }
+    }
+
     /// Shapes the direct kernel must decline (they take the panel route instead).
     func testInt4GEMVFits() {
         let byte: [UInt8] = [0]
