@@ -139,11 +139,8 @@ enum CarriedCacheFusion {
         for (l, ref) in values.enumerated() {
             guard case let .slot(w) = ref, let iw = m.producer[w] else { throw NoMatch(reason: "layer \(l) of the \(merge.op.type) is not computed here") }
             let write = plan.steps[iw]
-            let dataName: String
-            switch write.op.type {
-            case "scatter", "scatter_nd": dataName = "data"
-            case "slice_update": dataName = "x"
-            default: throw NoMatch(reason: "layer \(l) is written by \(write.op.type), not scatter / scatter_nd / slice_update")
+            guard let dataName = StateUpdateFusion.updatedInput(of: write.op.type) else {
+                throw NoMatch(reason: "layer \(l) is written by \(write.op.type), not scatter / scatter_nd / slice_update")
             }
             guard let p = m.slot(write, dataName), let ip = m.producer[p] else { throw NoMatch(reason: "layer \(l)'s write does not update a layer pick") }
             guard (useCount[p] ?? 0) == 1 else { throw NoMatch(reason: "the pick of layer \(l) has a second user") }
@@ -153,19 +150,9 @@ enum CarriedCacheFusion {
             let merged = stacked ? [layers] + pickShape : (pickShape.first == 1 ? [layers] + pickShape.dropFirst() : [])
             guard merged == shape else { throw NoMatch(reason: "the \(merge.op.type) of the layer picks \(pickShape) is not \(shape)") }
             // w_l: read only by fused attention steps (as K / V buffer) before the merge, and the merge.
-            let readers = plan.steps.indices.filter { i in plan.steps[i].inputs.contains { $0.refs.contains { isSlot($0, w) } } }
-            let reads = readers.reduce(0) { n, i in n + plan.steps[i].inputs.reduce(0) { $0 + $1.refs.filter { isSlot($0, w) }.count } }
+            let (readers, reads) = try attentionReaders(plan, of: w, except: im, what: "layer \(l)'s updated cache")
             guard reads == (useCount[w] ?? 0) else { throw NoMatch(reason: "layer \(l)'s updated cache is read in a nested block") }
             for i in readers where i != im {
-                let st = plan.steps[i]
-                guard AttentionFusion.readsInPlace(st) else {
-                    throw NoMatch(reason: "layer \(l)'s updated cache is read by \(st.op.type) '\(st.op.name)', not a fused attention")
-                }
-                let positions = st.inputs.enumerated().filter { $0.element.refs.contains { isSlot($0, w) } }.map(\.offset)
-                let allowed: Set<Int> = AttentionFusion.isFused(st) ? [1, 2] : [0]
-                guard positions.allSatisfy(allowed.contains) else {
-                    throw NoMatch(reason: "layer \(l)'s updated cache is an operand of '\(st.op.name)' other than its K / V buffer")
-                }
                 guard i < im, i > iw else { throw NoMatch(reason: "layer \(l)'s updated cache is read after the \(merge.op.type)") }
             }
             guard values.filter({ isSlot($0, w) }).count == 1 else { throw NoMatch(reason: "layer \(l) is stacked twice") }
@@ -198,11 +185,8 @@ enum CarriedCacheFusion {
         while true {
             guard let i = m.producer[cur], updates.count <= plan.steps.count else { throw NoMatch(reason: "'\(output)' is not a chain of updates of the input") }
             let st = plan.steps[i]
-            let dataName: String
-            switch st.op.type {
-            case "scatter", "scatter_nd": dataName = "data"
-            case "slice_update": dataName = "x"
-            default: throw NoMatch(reason: "the update chain of '\(output)' starts at \(st.op.type), not at the input")
+            guard let dataName = StateUpdateFusion.updatedInput(of: st.op.type) else {
+                throw NoMatch(reason: "the update chain of '\(output)' starts at \(st.op.type), not at the input")
             }
             guard let prev = m.slot(st, dataName) else { throw NoMatch(reason: "an update of '\(output)' updates a constant") }
             updates.append((step: i, dataName: dataName))
@@ -216,21 +200,11 @@ enum CarriedCacheFusion {
             let w = plan.steps[u.step].outputSlots[0]
             if protected.contains(w) { throw NoMatch(reason: "an intermediate value is observed") }
             let next = k + 1 < updates.count ? updates[k + 1].step : nil
-            let readers = plan.steps.indices.filter { i in plan.steps[i].inputs.contains { $0.refs.contains { isSlot($0, w) } } }
-            let reads = readers.reduce(0) { n, i in n + plan.steps[i].inputs.reduce(0) { $0 + $1.refs.filter { isSlot($0, w) }.count } }
+            let (readers, reads) = try attentionReaders(plan, of: w, except: next, what: "update \(k) of '\(output)'")
             guard reads + (next == nil ? 1 : 0) == (m.useCount[w] ?? 0) else {
                 throw NoMatch(reason: "update \(k) of '\(output)' is read in a nested block or returned")
             }
             for i in readers where i != next {
-                let st = plan.steps[i]
-                guard AttentionFusion.readsInPlace(st) else {
-                    throw NoMatch(reason: "update \(k) of '\(output)' is read by \(st.op.type) '\(st.op.name)', not a fused attention")
-                }
-                let positions = st.inputs.enumerated().filter { $0.element.refs.contains { isSlot($0, w) } }.map(\.offset)
-                let allowed: Set<Int> = AttentionFusion.isFused(st) ? [1, 2] : [0]
-                guard positions.allSatisfy(allowed.contains) else {
-                    throw NoMatch(reason: "update \(k) of '\(output)' is an operand of '\(st.op.name)' other than its K / V buffer")
-                }
                 guard i > u.step, next.map({ i < $0 }) ?? true else {
                     throw NoMatch(reason: "update \(k) of '\(output)' is read after the next update")
                 }
@@ -358,7 +332,7 @@ enum CarriedCacheFusion {
                     site.fusedCalls += 1
                     return [.state(view)]
                 }
-                (runs, source) = op == "scatter" ? try scatterRuns(inv, shape: shape) : try scatterNDRuns(inv, shape: shape)
+                (runs, source) = op == "scatter" ? try StateUpdateFusion.scatterRuns(inv, shape: shape) : try scatterNDRuns(inv, shape: shape)
             } else {
                 (runs, source) = try sliceUpdateRuns(inv, shape: shape)
             }
@@ -371,32 +345,27 @@ enum CarriedCacheFusion {
         }
     }
 
-    /// `scatter(mode = update)` into a buffer of `shape`: (updates offset, buffer offset, count) runs.
-    static func scatterRuns(_ inv: KernelInvocation, shape: [Int]) throws -> ([(src: Int, dst: Int, count: Int)], [Float]) {
-        let updates = try inv.tensor("updates")
-        var axis = try inv.int("axis", default: 0)
-        if axis < 0 { axis += shape.count }
-        guard axis >= 0, axis < shape.count else { throw KernelError("axis out of range for shape \(shape)") }
-        let indices = try inv.tensor("indices").ints
-        var expected = shape
-        expected[axis] = indices.count
-        guard updates.shape == expected else {
-            throw KernelError("updates have shape \(updates.shape), expected \(expected) for \(indices.count) indices into \(shape)")
+    /// The steps of the top-level block that read slot `w` (in `plan`'s order), each but `except`
+    /// (the next write or the merge) checked to be a fused attention reading `w` only as its K / V
+    /// buffer, and how many operand reads of `w` they make in all.
+    /// - Throws: ``NoMatch`` naming `what` and the step that reads it otherwise.
+    static func attentionReaders(_ plan: ExecutionPlan.BlockPlan, of w: Int, except: Int?, what: String) throws -> (readers: [Int], reads: Int) {
+        let readers = plan.steps.indices.filter { i in plan.steps[i].inputs.contains { $0.refs.contains { isSlot($0, w) } } }
+        let reads = readers.reduce(0) { n, i in n + plan.steps[i].inputs.reduce(0) { $0 + $1.refs.filter { isSlot($0, w) }.count } }
+        for i in readers where i != except {
+            let st = plan.steps[i]
+            guard AttentionFusion.readsInPlace(st) else {
+                throw NoMatch(reason: "\(what) is read by \(st.op.type) '\(st.op.name)', not a fused attention")
+            }
+            let positions = st.inputs.enumerated().filter { $0.element.refs.contains { isSlot($0, w) } }.map(\.offset)
+            let allowed: Set<Int> = AttentionFusion.isFused(st) ? [1, 2] : [0]
+            guard positions.allSatisfy(allowed.contains) else {
+                throw NoMatch(reason: "\(what) is an operand of '\(st.op.name)' other than its K / V buffer")
+            }
         }
-        let outer = shape[..<axis].reduce(1, *), inner = shape[(axis + 1)...].reduce(1, *), n = shape[axis]
-        let rows = try indices.map { raw -> Int in
-            var row = Int(raw)
-            if row < 0 { row += n }
-            guard row >= 0, row < n else { throw KernelError("index \(raw) out of range for axis \(axis) of size \(n)") }
-            return row
-        }
-        var runs: [(src: Int, dst: Int, count: Int)] = []
-        runs.reserveCapacity(rows.count * outer)
-        for o in 0..<outer {
-            for (j, row) in rows.enumerated() { runs.append((src: (o * rows.count + j) * inner, dst: (o * n + row) * inner, count: inner)) }
-        }
-        return (runs, updates.floats)
+        return (readers, reads)
     }
+
 
     /// `scatter_nd(mode = update)` into a buffer of `shape`: one run of `inner` elements per
     /// index tuple (the unfused kernel's checks: negative indices refused with
@@ -414,11 +383,7 @@ enum CarriedCacheFusion {
     /// `slice_update` into a buffer of `shape`: runs of contiguous elements of the region.
     static func sliceUpdateRuns(_ inv: KernelInvocation, shape: [Int]) throws -> ([(src: Int, dst: Int, count: Int)], [Float]) {
         let update = try inv.tensor("update")
-        let region = try SliceRegion(shape: shape, begin: try inv.ints("begin"), end: try inv.ints("end"),
-                                     stride: inv.has("stride") ? try inv.ints("stride") : nil,
-                                     beginMask: inv.has("begin_mask") ? try inv.bools("begin_mask") : nil,
-                                     endMask: inv.has("end_mask") ? try inv.bools("end_mask") : nil,
-                                     squeezeMask: inv.has("squeeze_mask") ? try inv.bools("squeeze_mask") : nil)
+        let region = try SliceRegion(inv, shape: shape)
         guard update.count == region.count, update.shape.filter({ $0 != 1 }) == region.resultShape.filter({ $0 != 1 }) else {
             throw KernelError("update has shape \(update.shape), the slice selects \(region.resultShape) of \(shape)")
         }

@@ -108,11 +108,8 @@ enum StateUpdateFusion {
                   let ix = producer[v], !removed.contains(ix) else { throw NoMatch(reason: "the written value is not computed here") }
             guard useCount[v] == 1 else { throw NoMatch(reason: "the updated cache has a second user") }
             let x = plan.steps[ix]
-            let dataName: String
-            switch x.op.type {
-            case "scatter", "scatter_nd": dataName = "data"
-            case "slice_update": dataName = "x"
-            default: throw NoMatch(reason: "written by \(x.op.type), not scatter / scatter_nd / slice_update")
+            guard let dataName = updatedInput(of: x.op.type) else {
+                throw NoMatch(reason: "written by \(x.op.type), not scatter / scatter_nd / slice_update")
             }
             guard case let .slot(r)? = x.inputs.first(where: { $0.name == dataName })?.refs.first,
                   let ir = producer[r], plan.steps[ir].op.type == "read_state" else {
@@ -200,32 +197,9 @@ enum StateUpdateFusion {
                 guard let fallback else { throw KernelError("no scatter kernel") }
                 return try dense(inv, s, kernel: fallback, dataName: "data")
             }
-            let updates = try inv.tensor("updates")
-            let shape = s.shape
-            var axis = try inv.int("axis", default: 0)
-            if axis < 0 { axis += shape.count }
-            guard axis >= 0, axis < shape.count else { throw KernelError("axis out of range for state shape \(shape)") }
-            let indices = try inv.tensor("indices").ints
-            var expected = shape
-            expected[axis] = indices.count
-            guard updates.shape == expected else {
-                throw KernelError("updates have shape \(updates.shape), expected \(expected) for \(indices.count) indices into \(shape)")
-            }
-            let outer = shape[..<axis].reduce(1, *), inner = shape[(axis + 1)...].reduce(1, *), n = shape[axis]
-            let rows = try indices.map { raw -> Int in
-                var row = Int(raw)
-                if row < 0 { row += n }
-                guard row >= 0, row < n else { throw KernelError("index \(raw) out of range for axis \(axis) of size \(n)") }
-                return row
-            }
-            guard inner > 0 else { return [] }
-            let u = updates.floats
+            let (runs, u) = try scatterRuns(inv, shape: s.shape)
             try u.withUnsafeBufferPointer { up in
-                for (j, row) in rows.enumerated() {
-                    for o in 0..<outer {
-                        try s.store(up.baseAddress! + (o * rows.count + j) * inner, count: inner, at: (o * n + row) * inner)
-                    }
-                }
+                for r in runs where r.count > 0 { try s.store(up.baseAddress! + r.src, count: r.count, at: r.dst) }
             }
             return []
         }
@@ -255,11 +229,7 @@ enum StateUpdateFusion {
         let s = try stateBuffer(inv)
         guard s.isMapped else { return try dense(inv, s, kernel: StateKernels.sliceUpdate, dataName: "x") }
         let update = try inv.tensor("update")
-        let region = try SliceRegion(shape: s.shape, begin: try inv.ints("begin"), end: try inv.ints("end"),
-                                     stride: inv.has("stride") ? try inv.ints("stride") : nil,
-                                     beginMask: inv.has("begin_mask") ? try inv.bools("begin_mask") : nil,
-                                     endMask: inv.has("end_mask") ? try inv.bools("end_mask") : nil,
-                                     squeezeMask: inv.has("squeeze_mask") ? try inv.bools("squeeze_mask") : nil)
+        let region = try SliceRegion(inv, shape: s.shape)
         guard update.count == region.count, update.shape.filter({ $0 != 1 }) == region.resultShape.filter({ $0 != 1 }) else {
             throw KernelError("update has shape \(update.shape), the slice selects \(region.resultShape) of the state \(s.shape)")
         }
@@ -275,5 +245,47 @@ enum StateUpdateFusion {
             }
         }
         return []
+    }
+}
+
+extension StateUpdateFusion {
+    /// The input a KV-cache write op updates (its other inputs say where and with what):
+    /// `data` of `scatter` / `scatter_nd`, `x` of `slice_update`; nil for any other op.
+    static func updatedInput(of type: String) -> String? {
+        switch type {
+        case "scatter", "scatter_nd": return "data"
+        case "slice_update": return "x"
+        default: return nil
+        }
+    }
+
+    /// `scatter(mode = update)` into a buffer of `shape` as (updates offset, buffer offset, count)
+    /// runs, outer index by outer index in the indices' order (a repeated index: the last one
+    /// wins), and the updates as floats. Every index is checked before any run is returned.
+    /// - Throws: `KernelError` for an axis or index out of range, or updates of the wrong shape.
+    static func scatterRuns(_ inv: KernelInvocation, shape: [Int]) throws -> ([(src: Int, dst: Int, count: Int)], [Float]) {
+        let updates = try inv.tensor("updates")
+        var axis = try inv.int("axis", default: 0)
+        if axis < 0 { axis += shape.count }
+        guard axis >= 0, axis < shape.count else { throw KernelError("axis out of range for shape \(shape)") }
+        let indices = try inv.tensor("indices").ints
+        var expected = shape
+        expected[axis] = indices.count
+        guard updates.shape == expected else {
+            throw KernelError("updates have shape \(updates.shape), expected \(expected) for \(indices.count) indices into \(shape)")
+        }
+        let outer = shape[..<axis].reduce(1, *), inner = shape[(axis + 1)...].reduce(1, *), n = shape[axis]
+        let rows = try indices.map { raw -> Int in
+            var row = Int(raw)
+            if row < 0 { row += n }
+            guard row >= 0, row < n else { throw KernelError("index \(raw) out of range for axis \(axis) of size \(n)") }
+            return row
+        }
+        var runs: [(src: Int, dst: Int, count: Int)] = []
+        runs.reserveCapacity(rows.count * outer)
+        for o in 0..<outer {
+            for (j, row) in rows.enumerated() { runs.append((src: (o * rows.count + j) * inner, dst: (o * n + row) * inner, count: inner)) }
+        }
+        return (runs, updates.floats)
     }
 }
