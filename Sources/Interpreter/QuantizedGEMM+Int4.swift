@@ -29,18 +29,10 @@ extension QuantizedGEMM {
         guard q.data.isPackedInt4, let l = layout(q), l.cols % 2 == 0 else { return nil }
         return try q.data.withUnsafeBufferPointer { d in
             let bytes = UnsafeRawPointer(d.baseAddress!).assumingMemoryBound(to: UInt8.self)
-            func make(_ scale: UnsafePointer<Float>?, _ half: UnsafePointer<UInt16>?) throws -> R {
-                func with(_ o: UnsafePointer<Float>?) throws -> R {
-                    var m = fk_q4matrix(data: bytes, ld: l.cols, scale: scale, scale_h: half, offset: o,
-                                        block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD)
-                    return try body(&m)
-                }
-                if let off = q.offset { return try off.withUnsafeBufferPointer { try with($0.baseAddress) } }
-                return try with(nil)
-            }
-            switch q.scales {
-            case let .float(a): return try a.withUnsafeBufferPointer { try make($0.baseAddress, nil) }
-            case let .half(h): return try h.withUnsafeBufferPointer { try make(nil, $0.baseAddress) }
+            return try withScales(q) { scale, half, offset in
+                var m = fk_q4matrix(data: bytes, ld: l.cols, scale: scale, scale_h: half, offset: offset,
+                                    block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD)
+                return try body(&m)
             }
         }
     }

@@ -33,19 +33,25 @@ enum QuantizedGEMM {
         guard let l = layout(q) else { throw KernelError("quantized weight of shape \(q.shape) with scale shape \(q.scaleShape) is not a rank-2 block layout") }
         guard !q.data.isPackedInt4 else { return try withMatrix(unpacked(q), body) }
         return try q.data.withUnsafeBufferPointer { d in
-            func run(_ scale: UnsafePointer<Float>?, _ half: UnsafePointer<UInt16>?) throws -> R {
-                func make(_ o: UnsafePointer<Float>?) throws -> R {
-                    var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: scale, offset: o,
-                                       block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD, scale_h: half)
-                    return try body(&m)
-                }
-                if let off = q.offset { return try off.withUnsafeBufferPointer { try make($0.baseAddress) } }
-                return try make(nil)
+            try withScales(q) { scale, half, offset in
+                var m = fk_qmatrix(data: d.baseAddress, ld: l.cols, scale: scale, offset: offset,
+                                   block_rows: l.blockRows, block_cols: l.blockCols, scale_ld: l.scaleLD, scale_h: half)
+                return try body(&m)
             }
-            switch q.scales {
-            case let .float(a): return try a.withUnsafeBufferPointer { try run($0.baseAddress, nil) }
-            case let .half(h): return try h.withUnsafeBufferPointer { try run(nil, $0.baseAddress) }
-            }
+        }
+    }
+
+    /// Calls `body` with `q`'s block scales — fp32 (`scale`) or fp16 bits (`half`), the other
+    /// nil — and its per-block offsets (nil when it has none), valid only inside `body`.
+    static func withScales<R>(_ q: QuantizedTensor,
+                              _ body: (_ scale: UnsafePointer<Float>?, _ half: UnsafePointer<UInt16>?, _ offset: UnsafePointer<Float>?) throws -> R) throws -> R {
+        func offsets(_ scale: UnsafePointer<Float>?, _ half: UnsafePointer<UInt16>?) throws -> R {
+            if let off = q.offset { return try off.withUnsafeBufferPointer { try body(scale, half, $0.baseAddress) } }
+            return try body(scale, half, nil)
+        }
+        switch q.scales {
+        case let .float(a): return try a.withUnsafeBufferPointer { try offsets($0.baseAddress, nil) }
+        case let .half(h): return try h.withUnsafeBufferPointer { try offsets(nil, $0.baseAddress) }
         }
     }
 
