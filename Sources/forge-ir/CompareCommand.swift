@@ -1,5 +1,6 @@
 import Comparison
 import Foundation
+import Generation
 import GraphIR
 import Interpreter
 
@@ -154,10 +155,42 @@ enum CompareCommand: Command {
     }
 
     static func calls_(_ args: ParsedArguments, _ f: Function, seed: UInt64, length: Int, steps: Int) throws -> [CompareInputs.Call] {
+        try checkLLMOptions(args, f, length: length)
         if let path = args.value("inputs") {
             let inputs = try NPZ.read(path: path)
             return [(inputs, "inputs from \(path)")] + (0..<steps).map { (inputs, "inputs from \(path), call \($0 + 2)") }
         }
         return try CompareInputs.generated(f, seed: seed, length: length, decodeSteps: steps)
+    }
+
+    /// Refuses a `--prompt-length` beyond the context of an LLM function, and notes (stderr, one
+    /// line) when `--prompt-length` / `--decode-steps` are given but the calls cannot follow them:
+    /// with `--inputs`, or on a function whose KV cache is a plain input/output pair (explicit-KV
+    /// contract: compare does not carry the cache outputs into the next call) or that has no KV
+    /// cache, which get random arrays (``CompareInputs/generated(_:seed:length:decodeSteps:)``).
+    /// - Throws: `UsageError` for `--prompt-length` > the contract's context length.
+    static func checkLLMOptions(_ args: ParsedArguments, _ f: Function, length: Int) throws {
+        let givenLength = args.value("prompt-length") != nil, givenSteps = args.value("decode-steps") != nil
+        guard givenLength || givenSteps else { return }
+        let c = try? GenerationContract.detect(function: f)
+        if givenLength, let c, length > c.contextLength {
+            throw UsageError(message: "--prompt-length \(length) exceeds the context of function '\(f.name)' (\(c.contextLength) tokens)")
+        }
+        if args.value("inputs") != nil {
+            if givenLength { Console.err("note: --prompt-length is ignored with --inputs (the calls take the given inputs)\n") }
+            return
+        }
+        guard let c else { return }
+        let why: String
+        switch c.kv {
+        case .explicit: why = "takes its KV cache as plain inputs and outputs, which compare does not carry from call to call"
+        case .none: why = "has no KV cache"
+        default:
+            guard !c.staticInputs.isEmpty else { return }
+            why = "takes static inputs (\(c.staticInputs.joined(separator: ", ")))"
+        }
+        let effect = givenSteps ? (givenLength ? "--prompt-length is ignored and --decode-steps repeats that call" : "--decode-steps repeats that call")
+                                : "--prompt-length is ignored"
+        Console.err("note: function '\(f.name)' \(why): it runs on random inputs at the smallest shapes its inputs take, so \(effect)\n")
     }
 }

@@ -4,7 +4,7 @@ import Interpreter
 import Generation
 
 /// The calls `forge-ir compare` makes: from `--inputs`, from the reference's recorded inputs,
-/// a generated prefill (+ decode calls) for stateful LLM packages (Generation's `GenerationContract`; caches as explicit inputs are not carried, so those packages, and those without a KV cache, get random arrays),
+/// a generated prefill (+ decode calls) for stateful LLM packages (Generation's `GenerationContract`; caches as explicit inputs are not carried, so those packages, and those without a KV cache, get random arrays; `CompareCommand.checkLLMOptions` notes it),
 /// or random arrays generated from the function's input types.
 enum CompareInputs {
     typealias Call = (inputs: [String: Tensor], label: String)
