@@ -96,6 +96,7 @@ enum CompareCommand: Command {
         let reference: ValueComparator.Reference
         var refLabel: String
         var calls: [CompareInputs.Call]
+        var recordedCalls = false
         if let pathB {
             let modelB = try ModelLoader.load(path: pathB)
             refLabel = "\(pathA) (\(refPrecision.rawValue))"
@@ -124,6 +125,7 @@ enum CompareCommand: Command {
                     Console.err("note: \(referencePath) holds no inputs of function '\(candidate.session.function.name)': its values are compared with a run on generated inputs (\(calls.first?.label ?? "seed \(seed)")); store the inputs it was made from in it, or give --inputs\n")
                 }
             } else {
+                recordedCalls = true
                 calls = rec.calls.enumerated().map { k, ins in (ins, rec.calls.count > 1 ? "call \(k) from \(referencePath)" : "inputs from \(referencePath)") }
             }
         } else {
@@ -138,7 +140,10 @@ enum CompareCommand: Command {
         }
 
         let progress = ProgressLine()
-        let results = try ValueComparator.compare(reference: reference, candidate: candidate, calls: calls, tolerance: tolerance, maxBytes: maxBytes) { k, n, i, ops in
+        // Generated LLM calls on explicit KV caches: each side's cache outputs feed its next call.
+        let carry = recordedCalls || args.value("inputs") != nil ? [:] : CompareInputs.carry(candidate.session.function)
+        let results = try ValueComparator.compare(reference: reference, candidate: candidate, calls: calls, tolerance: tolerance, maxBytes: maxBytes,
+                                                  carry: carry) { k, n, i, ops in
             progress.show("compare: call \(k + 1)/\(n), value \(i) of ~\(ops) ops")
         }
         progress.clear()
@@ -165,9 +170,8 @@ enum CompareCommand: Command {
 
     /// Refuses a `--prompt-length` beyond the context of an LLM function, and notes (stderr, one
     /// line) when `--prompt-length` / `--decode-steps` are given but the calls cannot follow them:
-    /// with `--inputs`, or on a function whose KV cache is a plain input/output pair (explicit-KV
-    /// contract: compare does not carry the cache outputs into the next call) or that has no KV
-    /// cache, which get random arrays (``CompareInputs/generated(_:seed:length:decodeSteps:)``).
+    /// with `--inputs`, or on a function that has no KV cache or takes static inputs, which get
+    /// random arrays (``CompareInputs/generated(_:seed:length:decodeSteps:)``).
     /// - Throws: `UsageError` for `--prompt-length` > the contract's context length.
     static func checkLLMOptions(_ args: ParsedArguments, _ f: Function, length: Int) throws {
         let givenLength = args.value("prompt-length") != nil, givenSteps = args.value("decode-steps") != nil
@@ -182,12 +186,12 @@ enum CompareCommand: Command {
         }
         guard let c else { return }
         let why: String
-        switch c.kv {
-        case .explicit: why = "takes its KV cache as plain inputs and outputs, which compare does not carry from call to call"
-        case .none: why = "has no KV cache"
-        default:
-            guard !c.staticInputs.isEmpty else { return }
+        if !c.staticInputs.isEmpty {
             why = "takes static inputs (\(c.staticInputs.joined(separator: ", ")))"
+        } else if c.kv == .none {
+            why = "has no KV cache"
+        } else {
+            return
         }
         let effect = givenSteps ? (givenLength ? "--prompt-length is ignored and --decode-steps repeats that call" : "--decode-steps repeats that call")
                                 : "--prompt-length is ignored"

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import TestSupport
 import XCTest
 
@@ -15,17 +16,34 @@ extension CLITests {
                                status: 64, contains: "(64 tokens)")
     }
 
-    /// On the explicit-KV recipe (caches as plain inputs/outputs, not carried by compare) the
-    /// LLM options are not followed: one note says so; without them there is no note.
+    /// The explicit-KV recipe (caches as plain inputs/outputs) is driven as an LLM: a prefill of
+    /// `--prompt-length` ids, then `--decode-steps` single-token calls, each side's cache outputs
+    /// fed into its next call (logits [1, S, 512]: VOCAB of tools/make_recipe_fixtures.py), no note.
+    func testCompareDrivesTheExplicitKVContract() throws {
+        let r = try run(["compare", try fixture("recipes/explicit_kv.mlpackage"), "--precision", "fp32,fp16",
+                         "--prompt-length", "4", "--decode-steps", "2", "--json"])
+        XCTAssertTrue(r.status == 0 || r.status == 1, r.stderr)
+        XCTAssertFalse(r.stderr.contains("note: function"), r.stderr)
+        let calls = try JSONValue.parse(r.stdout)["calls"]?.arrayValue ?? []
+        XCTAssertEqual(calls.compactMap { $0["label"]?.stringValue?.split(separator: " ").prefix(2).joined(separator: " ") },
+                       ["prefill of", "decode step", "decode step"])
+        for (i, c) in calls.enumerated() {
+            let logits = c["outputs"]?.arrayValue?.first(where: { $0["name"]?.stringValue == "logits" })
+            XCTAssertEqual(logits?["shape"], .array([.int(1), .int(i == 0 ? 4 : 1), .int(512)]))
+        }
+    }
+
+    /// A package without a KV cache gets random inputs: given LLM options, one note says they
+    /// are not followed; without them there is no note and the output is the same.
     func testCompareNotesLLMOptionsItCannotFollow() throws {
-        let m = try fixture("recipes/explicit_kv.mlpackage")
+        let m = try fixture("foreign/hf_causal_lm.mlpackage")
         let given = try run(["compare", m, "--precision", "fp32,fp16", "--prompt-length", "8", "--decode-steps", "2"])
         XCTAssertTrue(given.status == 0 || given.status == 1, given.stderr)
-        let notes = given.stderr.split(separator: "\n").filter { $0.contains("compare does not carry") }
+        let notes = given.stderr.split(separator: "\n").filter { $0.contains("has no KV cache") }
         XCTAssertEqual(notes.count, 1, given.stderr)
         XCTAssertTrue(notes.first?.contains("--prompt-length is ignored and --decode-steps repeats that call") ?? false, given.stderr)
         let plain = try run(["compare", m, "--precision", "fp32,fp16"])
-        XCTAssertFalse(plain.stderr.contains("compare does not carry"), plain.stderr)
+        XCTAssertFalse(plain.stderr.contains("has no KV cache"), plain.stderr)
         XCTAssertEqual(plain.stdout, try run(["compare", m, "--precision", "fp32,fp16", "--prompt-length", "8"]).stdout)
     }
 
