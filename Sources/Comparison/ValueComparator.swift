@@ -126,15 +126,29 @@ public enum ValueComparator {
     ///     count 4 bytes an element); values beyond it are not compared (``CallComparison/unrecorded``).
     ///   - maxIsolations: failing ops run alone, at most, per call, looking for
     ///     ``CallComparison/firstLocalDivergence``.
-    /// - Throws: `InterpreterError` from either run.
+    ///   - carry: output name → input name: from the second call on, each side's output of the
+    ///     previous call replaces that input of the call (explicit KV caches, as the Generator
+    ///     feeds them back); a reference run carries its own outputs, recorded values carry nothing
+    ///     into the reference (their inputs are as recorded) but the candidate still carries its own.
+    /// - Throws: `InterpreterError` from either run; `ComparisonError` when a carried output is missing.
     public static func compare(reference: Reference, candidate: ComparisonRunner, calls: [(inputs: [String: Tensor], label: String)],
                                tolerance: Tolerance, maxBytes: Int = 4 << 30, maxIsolations: Int = 256,
-                               progress: Progress? = nil) throws -> [CallComparison] {
+                               carry: [String: String] = [:], progress: Progress? = nil) throws -> [CallComparison] {
         var result: [CallComparison] = []
+        var refCarried: [String: Tensor] = [:], candCarried: [String: Tensor] = [:]
         for (k, call) in calls.enumerated() {
-            var walk = CallWalk(index: k, inputs: call.inputs, reference: reference, candidate: candidate, tolerance: tolerance)
+            var walk = CallWalk(index: k, inputs: call.inputs.merging(candCarried) { _, c in c }, reference: reference, candidate: candidate, tolerance: tolerance)
+            walk.refInputs = call.inputs.merging(refCarried) { _, c in c }
             try walk.recordReference(maxBytes: maxBytes)
             let outputs = try walk.runCandidate { index in progress?(k, calls.count, index, candidate.opCount) }
+            for (output, input) in carry {
+                guard let c = outputs[output] else { throw ComparisonError("call \(k): the candidate returned no '\(output)' to carry into '\(input)'") }
+                candCarried[input] = c
+                if case .run = reference {
+                    guard let r = walk.refOutputs[output] else { throw ComparisonError("call \(k): the reference returned no '\(output)' to carry into '\(input)'") }
+                    refCarried[input] = r
+                }
+            }
             let outs = walk.compareOutputs(outputs)
             let first = walk.divergence.map { walk.describe($0.0, $0.1) }
             let local = walk.firstLocalDivergence(after: first, maxIsolations: maxIsolations)
@@ -148,6 +162,8 @@ public enum ValueComparator {
     struct CallWalk {
         let index: Int
         let inputs: [String: Tensor]
+        /// The reference run's inputs (``inputs`` unless the reference carries its own caches).
+        var refInputs: [String: Tensor]
         let reference: Reference
         let candidate: ComparisonRunner
         let tolerance: Tolerance
@@ -164,6 +180,7 @@ public enum ValueComparator {
         init(index: Int, inputs: [String: Tensor], reference: Reference, candidate: ComparisonRunner, tolerance: Tolerance) {
             self.index = index
             self.inputs = inputs
+            self.refInputs = inputs
             self.reference = reference
             self.candidate = candidate
             self.tolerance = tolerance
@@ -174,7 +191,7 @@ public enum ValueComparator {
             switch reference {
             case let .run(r):
                 var bytes = 0, ref: [String: Tensor] = [:], unrecorded = 0
-                refOutputs = try r.run(inputs) { name, t in
+                refOutputs = try r.run(refInputs) { name, t in
                     let n = t.count * 4
                     guard bytes + n <= maxBytes else { unrecorded += 1; return }
                     bytes += n
@@ -262,7 +279,7 @@ public enum ValueComparator {
             var refConst: Tensor?
             if case let .run(r) = reference { refConst = r.constant(name) }
             let candConst = candidate.constant(name)
-            let inRef = ref[name] ?? inputs[name] ?? refConst
+            let inRef = ref[name] ?? refInputs[name] ?? refConst
             let inCand = candStats[name] ?? (inputs[name] ?? candConst).map(TensorStats.init)
             let m = metricsByName[name] ?? {
                 guard let a = inputs[name] ?? candConst, let b = inRef else { return nil }
@@ -275,7 +292,7 @@ public enum ValueComparator {
         func isolate(_ vc: ValueComparison, _ op: Op) -> (ErrorMetrics?, String?) {
             guard let r = ref[vc.name] else { return (nil, "the reference lacks its output") }
             var values = ref
-            for (name, t) in inputs { values[name] = t }
+            for (name, t) in refInputs { values[name] = t }
             do {
                 if let outs = try OpIsolation.run(op, opset: candidate.session.function.opset, values: values,
                                                   precision: candidate.session.plan.precision),

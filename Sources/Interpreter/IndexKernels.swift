@@ -29,14 +29,15 @@ enum IndexKernels {
     @inline(__always)
     /// Flat offsets into `x` (`[outer, d, inner]`) of an along-axis index tensor
     /// (`[outer, n, inner]`, row-major): `(o·d + wrap(index))·inner + q`.
-    /// - Throws: `KernelError` for an index outside `[-d, d)`.
-    static func alongAxisOffsets(_ raw: [Int32], outer: Int, n: Int, d: Int, inner: Int, op: String, axis: Int) throws -> [Int] {
+    /// - Throws: `KernelError` for an index outside `[-d, d)` (`[0, d)` when `nonNegative`).
+    static func alongAxisOffsets(_ raw: [Int32], outer: Int, n: Int, d: Int, inner: Int, op: String, axis: Int,
+                                 nonNegative: Bool = false) throws -> [Int] {
         var offsets = [Int](repeating: 0, count: raw.count)
         var k = 0
         for o in 0..<outer {
             for _ in 0..<n {
                 for q in 0..<inner {
-                    offsets[k] = (o * d + (try wrap(raw[k], d, op: op, axis: axis))) * inner + q
+                    offsets[k] = (o * d + (try wrap(raw[k], d, op: op, axis: axis, nonNegative: nonNegative))) * inner + q
                     k += 1
                 }
             }
@@ -44,9 +45,15 @@ enum IndexKernels {
         return offsets
     }
 
-    static func wrap(_ v: Int32, _ n: Int, op: String, axis: Int) throws -> Int {
+    /// `v` wrapped into `0..<n`; with `nonNegative` (the iOS17 scatter ops, whose negative indices
+    /// ``refuseNegative(_:_:op:)`` refuses first) the error states the range `0...n-1` they accept.
+    /// - Throws: `KernelError` naming the op, the axis, its size and the accepted range.
+    static func wrap(_ v: Int32, _ n: Int, op: String, axis: Int, nonNegative: Bool = false) throws -> Int {
         let i = v < 0 ? Int(v) + n : Int(v)
         guard i >= 0, i < n else {
+            if nonNegative {
+                throw KernelError("\(op): index \(v) out of range for axis \(axis) of size \(n) (\(n == 0 ? "the axis is empty" : "valid: 0...\(n - 1)"))")
+            }
             throw KernelError("\(op): index \(v) out of range for axis \(axis) of size \(n) (valid: \(-n)...\(n - 1))")
         }
         return i
@@ -166,8 +173,10 @@ enum IndexKernels {
     }
 
     /// Flat offsets (in units of elements) of the slices `indices[..., :]` address, for
-    /// gather_nd / scatter_nd: `indices.shape[-1] = K` indexes axes `b..<b+K` of `shape`.
-    static func ndOffsets(shape: [Int], indices ind: Tensor, batchDims b: Int, op: String) throws -> (offsets: [Int], inner: Int) {
+    /// gather_nd / scatter_nd: `indices.shape[-1] = K` indexes axes `b..<b+K` of `shape`
+    /// (`nonNegative`: the iOS17 scatter_nd, see ``wrap(_:_:op:axis:nonNegative:)``).
+    static func ndOffsets(shape: [Int], indices ind: Tensor, batchDims b: Int, op: String,
+                          nonNegative: Bool = false) throws -> (offsets: [Int], inner: Int) {
         guard ind.rank >= 1 else { throw KernelError("\(op): indices must have rank ≥ 1, has shape \(ind.shape)") }
         let k = ind.shape[ind.rank - 1]
         guard b >= 0, b < max(ind.rank, 1), b + k <= shape.count else {
@@ -186,7 +195,7 @@ enum IndexKernels {
         var offsets = [Int](repeating: 0, count: rows)
         for r in 0..<rows {
             var o = rowsPerBatch == 0 ? 0 : (r / rowsPerBatch) * batchStride
-            for j in 0..<k { o += try wrap(raw[r * k + j], sub[j], op: op, axis: b + j) * subStrides[j] }
+            for j in 0..<k { o += try wrap(raw[r * k + j], sub[j], op: op, axis: b + j, nonNegative: nonNegative) * subStrides[j] }
             offsets[r] = o
         }
         return (offsets, inner)
@@ -275,7 +284,7 @@ enum IndexKernels {
         guard upd.shape == expected else { throw KernelError("scatter: updates shape \(upd.shape), expected \(expected)") }
         let d = data.shape[ax], inner = S.product(data.shape[(ax + 1)...]), outer = S.product(data.shape[..<ax])
         try refuseNegative(inv, ind, op: "scatter")
-        let idx = try ind.ints.map { try wrap($0, d, op: "scatter", axis: ax) }
+        let idx = try ind.ints.map { try wrap($0, d, op: "scatter", axis: ax, nonNegative: inv.has("validate_indices")) }
         var dst: [Int] = [], src: [Int] = []
         dst.reserveCapacity(outer * idx.count); src.reserveCapacity(outer * idx.count)
         for o in 0..<outer {
@@ -298,7 +307,8 @@ enum IndexKernels {
         let d = data.shape[ax], inner = S.product(data.shape[(ax + 1)...])
         let n = ind.shape[ax], outer = S.product(data.shape[..<ax])
         try refuseNegative(inv, ind, op: "scatter_along_axis")
-        let dst = try alongAxisOffsets(ind.ints, outer: outer, n: n, d: d, inner: inner, op: "scatter_along_axis", axis: ax)
+        let dst = try alongAxisOffsets(ind.ints, outer: outer, n: n, d: d, inner: inner, op: "scatter_along_axis", axis: ax,
+                                       nonNegative: inv.has("validate_indices"))
         return [.tensor(try scatterApply(data: data, updates: upd, dst: dst, src: Array(0..<dst.count), inner: 1, mode: m, op: "scatter_along_axis"))]
     }
 
@@ -308,7 +318,8 @@ enum IndexKernels {
         let data = try inv.tensor("data"), ind = try inv.tensor("indices"), upd = try inv.tensor("updates")
         let m = try mode(inv, "scatter_nd")
         try refuseNegative(inv, ind, op: "scatter_nd")
-        let (offsets, inner) = try ndOffsets(shape: data.shape, indices: ind, batchDims: 0, op: "scatter_nd")
+        let (offsets, inner) = try ndOffsets(shape: data.shape, indices: ind, batchDims: 0, op: "scatter_nd",
+                                                nonNegative: inv.has("validate_indices"))
         let k = ind.shape[ind.rank - 1]
         let expected = Array(ind.shape.dropLast()) + Array(data.shape[k...])
         guard upd.shape == expected else { throw KernelError("scatter_nd: updates shape \(upd.shape), expected \(expected)") }

@@ -262,11 +262,21 @@ enum ArgumentParser {
             }
             return nil
         case let .intList(range):
+            if let k = emptyEntry(value) { return "has an empty entry at position \(k) of '\(value)'" }
             guard let list = splitInts(value), !list.isEmpty, list.allSatisfy({ range?.contains($0) ?? true }) else {
                 return "takes comma-separated whole numbers\(bounds(range)), got '\(value)'"
             }
             return nil
         }
+    }
+
+    /// The 1-based position of the first empty entry of a comma-separated list (`1,,2` → 2,
+    /// `1,2,` → 3), or nil when there is none or `s` holds no comma (an empty `s` is left to
+    /// the caller's own check).
+    static func emptyEntry(_ s: String) -> Int? {
+        guard s.contains(",") else { return nil }
+        let parts = s.split(separator: ",", omittingEmptySubsequences: false)
+        return parts.firstIndex { $0.trimmingCharacters(in: .whitespaces).isEmpty }.map { $0 + 1 }
     }
 
     /// `1,16,64` → [1, 16, 64]; nil when an item is not a whole number.

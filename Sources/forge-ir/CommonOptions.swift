@@ -19,7 +19,7 @@ enum CommonOptions {
     static let json = OptionSpec.flag("json", "Print the result as JSON.")
     static let int8Activations = OptionSpec.flag("int8-activations", "Same as --activations int8.")
     static let activations = OptionSpec.choice("activations", ActivationQuantization.allCases.map(\.rawValue),
-        "Activations of int8-weight products: fp32 (exact, default), int16 or int8 (llama.cpp Q8_0 style) per block of 32 (not Core ML's numerics).")
+        "Activations of quantized-weight products: fp32 (exact, default), int16 or int8 (llama.cpp Q8_0 style) per block of 32 (not Core ML's numerics); int16 applies to int8 weights only (int4 weights take fp32 or int8).")
     static let maxMemory = OptionSpec.option(
         "max-memory", value: "bytes",
         "Largest allocation from sizes a file declares (e.g. 4G, 512M; default: half of RAM).")

@@ -1,5 +1,6 @@
 import Comparison
 import Foundation
+import Generation
 import GraphIR
 import Interpreter
 
@@ -95,6 +96,7 @@ enum CompareCommand: Command {
         let reference: ValueComparator.Reference
         var refLabel: String
         var calls: [CompareInputs.Call]
+        var recordedCalls = false
         if let pathB {
             let modelB = try ModelLoader.load(path: pathB)
             refLabel = "\(pathA) (\(refPrecision.rawValue))"
@@ -123,6 +125,7 @@ enum CompareCommand: Command {
                     Console.err("note: \(referencePath) holds no inputs of function '\(candidate.session.function.name)': its values are compared with a run on generated inputs (\(calls.first?.label ?? "seed \(seed)")); store the inputs it was made from in it, or give --inputs\n")
                 }
             } else {
+                recordedCalls = true
                 calls = rec.calls.enumerated().map { k, ins in (ins, rec.calls.count > 1 ? "call \(k) from \(referencePath)" : "inputs from \(referencePath)") }
             }
         } else {
@@ -137,7 +140,10 @@ enum CompareCommand: Command {
         }
 
         let progress = ProgressLine()
-        let results = try ValueComparator.compare(reference: reference, candidate: candidate, calls: calls, tolerance: tolerance, maxBytes: maxBytes) { k, n, i, ops in
+        // Generated LLM calls on explicit KV caches: each side's cache outputs feed its next call.
+        let carry = recordedCalls || args.value("inputs") != nil ? [:] : CompareInputs.carry(candidate.session.function)
+        let results = try ValueComparator.compare(reference: reference, candidate: candidate, calls: calls, tolerance: tolerance, maxBytes: maxBytes,
+                                                  carry: carry) { k, n, i, ops in
             progress.show("compare: call \(k + 1)/\(n), value \(i) of ~\(ops) ops")
         }
         progress.clear()
@@ -154,10 +160,41 @@ enum CompareCommand: Command {
     }
 
     static func calls_(_ args: ParsedArguments, _ f: Function, seed: UInt64, length: Int, steps: Int) throws -> [CompareInputs.Call] {
+        try checkLLMOptions(args, f, length: length)
         if let path = args.value("inputs") {
             let inputs = try NPZ.read(path: path)
             return [(inputs, "inputs from \(path)")] + (0..<steps).map { (inputs, "inputs from \(path), call \($0 + 2)") }
         }
         return try CompareInputs.generated(f, seed: seed, length: length, decodeSteps: steps)
+    }
+
+    /// Refuses a `--prompt-length` beyond the context of an LLM function, and notes (stderr, one
+    /// line) when `--prompt-length` / `--decode-steps` are given but the calls cannot follow them:
+    /// with `--inputs`, or on a function that has no KV cache or takes static inputs, which get
+    /// random arrays (``CompareInputs/generated(_:seed:length:decodeSteps:)``).
+    /// - Throws: `UsageError` for `--prompt-length` > the contract's context length.
+    static func checkLLMOptions(_ args: ParsedArguments, _ f: Function, length: Int) throws {
+        let givenLength = args.value("prompt-length") != nil, givenSteps = args.value("decode-steps") != nil
+        guard givenLength || givenSteps else { return }
+        let c = try? GenerationContract.detect(function: f)
+        if givenLength, let c, length > c.contextLength {
+            throw UsageError(message: "--prompt-length \(length) exceeds the context of function '\(f.name)' (\(c.contextLength) tokens)")
+        }
+        if args.value("inputs") != nil {
+            if givenLength { Console.err("note: --prompt-length is ignored with --inputs (the calls take the given inputs)\n") }
+            return
+        }
+        guard let c else { return }
+        let why: String
+        if !c.staticInputs.isEmpty {
+            why = "takes static inputs (\(c.staticInputs.joined(separator: ", ")))"
+        } else if c.kv == .none {
+            why = "has no KV cache"
+        } else {
+            return
+        }
+        let effect = givenSteps ? (givenLength ? "--prompt-length is ignored and --decode-steps repeats that call" : "--decode-steps repeats that call")
+                                : "--prompt-length is ignored"
+        Console.err("note: function '\(f.name)' \(why): it runs on random inputs at the smallest shapes its inputs take, so \(effect)\n")
     }
 }

@@ -4,7 +4,9 @@ import Interpreter
 import Generation
 
 /// The calls `forge-ir compare` makes: from `--inputs`, from the reference's recorded inputs,
-/// a generated prefill (+ decode calls) for stateful LLM packages (Generation's `GenerationContract`; caches as explicit inputs are not carried, so those packages, and those without a KV cache, get random arrays),
+/// a generated prefill (+ decode calls) for LLM packages with a KV cache (Generation's `GenerationContract`: states carried by
+/// the sessions, explicit caches by ``ValueComparator/compare`` through ``carry(_:)``; packages without a KV cache or with
+/// static inputs get random arrays, which `CompareCommand.checkLLMOptions` notes),
 /// or random arrays generated from the function's input types.
 enum CompareInputs {
     typealias Call = (inputs: [String: Tensor], label: String)
@@ -13,11 +15,11 @@ enum CompareInputs {
     static func unit(_ g: inout SplitMix64) -> Float { Float(g.next() >> 40) / Float(1 << 23) - 1 }
 
     /// LLM contract: a prefill of `length` random ids (seed) and `decodeSteps` single-token
-    /// calls; otherwise one call of random arrays per input (repeated `decodeSteps` more times
+    /// calls (explicit caches zero in the first call; ``carry(_:)`` feeds the next ones); otherwise one call of random arrays per input (repeated `decodeSteps` more times
     /// with states carried): floats uniform in [-1, 1), integers in 0..<8, bools fair; a
     /// flexible dimension takes its RangeDim lower bound (at least 1) or its first enumerated size.
     static func generated(_ f: Function, seed: UInt64, length: Int, decodeSteps: Int) throws -> [Call] {
-        if let c = try? GenerationContract.detect(function: f), c.staticInputs.isEmpty, !{ switch c.kv { case .explicit, .none: return true; default: return false } }() {
+        if let c = try? GenerationContract.detect(function: f), c.staticInputs.isEmpty, c.kv != .none {
             let vocab = f.outputs.first { $0.name == c.logits }?.type.tensorType?.shape.last?.fixedValue ?? 32000
             var n = min(length, c.contextLength - decodeSteps)
             let width = c.prefill.width
@@ -67,6 +69,14 @@ enum CompareInputs {
         }
         let label = "random inputs (seed \(seed))"
         return [(inputs, label)] + (0..<decodeSteps).map { (inputs, "\(label), call \($0 + 2)") }
+    }
+
+    /// The explicit KV caches of `f`'s contract as output → input (each call's cache outputs are
+    /// the next call's cache inputs, as the Generator feeds them), for the calls of
+    /// ``generated(_:seed:length:decodeSteps:)``; empty for other functions.
+    static func carry(_ f: Function) -> [String: String] {
+        guard let c = try? GenerationContract.detect(function: f), c.staticInputs.isEmpty, case let .explicit(pairs) = c.kv else { return [:] }
+        return Dictionary(pairs.map { ($0.output, $0.input) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// Splits recorded arrays into calls: keys `call<K>_<name>` (the tools' reference runs)

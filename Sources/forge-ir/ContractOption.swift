@@ -25,6 +25,7 @@ enum ContractOption {
         let session = try Session(model: model, function: c.decodeFunction, precision: precision,
                                   activations: try args.activations())
         let g = try Generator(session: session, contract: c)
+        ActivationNote.print(session.plan.activations, precision: precision, functions: g.sessions.map(\.function))
         for (name, array) in try StaticInputOption.arrays(args, contract: c) { try g.bind(name, to: array) }
         if let p = c.provider { try g.add(TableRowProvider(p)) }
         if let (f, v) = g.unfedStaticInputs.first { throw StaticInputOption.missing(v, function: f) }

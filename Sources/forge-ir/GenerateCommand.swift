@@ -49,6 +49,9 @@ enum GenerateCommand: Command {
     )
 
     static func parseIDs(_ s: String, option: String) throws -> [Int32] {
+        if let k = ArgumentParser.emptyEntry(s) {
+            throw UsageError(message: "--\(option) has an empty entry at position \(k) of '\(s)'")
+        }
         let parts = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         return try parts.map { p in
             guard let v = Int32(p), v >= 0 else {

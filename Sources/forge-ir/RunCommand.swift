@@ -59,6 +59,7 @@ enum RunCommand: Command {
         let model = try ModelLoader.load(path: path)
         let session = try Session(model: model, function: args.value("function"), precision: precision, observing: observed,
                                   activations: try args.activations())
+        ActivationNote.print(session.plan.activations, precision: precision, functions: [session.function])
         try StaticInputOption.bind(args, plan: session.plan)
         let inputs = try readInputs(args, singles: singles, session: session)
         try checkObserved(observed, in: session)

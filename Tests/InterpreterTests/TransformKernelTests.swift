@@ -134,6 +134,29 @@ final class TransformKernelTests: XCTestCase {
         }
     }
 
+    /// iOS17 scatter ops (they carry `validate_indices`) accept indices in [0, D) only
+    /// (coremltools `iOS17.scatter_gather`: "negative values are considered out-of-bound",
+    /// "Expected indices between [0, D)"): the out-of-range error states that range, not the
+    /// [-D, D) of the iOS15 ops, which keep theirs.
+    func testIOS17ScatterOutOfRangeStatesTheAcceptedRange() throws {
+        let data = Tensor(.fp32, shape: [8, 2], floats: [Float](repeating: 0, count: 16))
+        let validate = Tensor(shape: [], bools: [true])
+        func reason(_ op: String, _ inputs: [String: Tensor]) -> String {
+            do { _ = try Self.invoke(op, inputs); return "no error" } catch { return (error as? KernelError)?.reason ?? "\(error)" }
+        }
+        let scatter: [String: Tensor] = ["data": data, "indices": Self.ints([8]), "updates": Tensor(.fp32, shape: [1, 2], floats: [1, 1])]
+        var r = reason("scatter", scatter.merging(["validate_indices": validate]) { a, _ in a })
+        XCTAssertTrue(r.contains("index 8") && r.contains("size 8") && r.contains("valid: 0...7"), r)
+        r = reason("scatter", scatter)
+        XCTAssertTrue(r.contains("valid: -8...7"), r)
+        r = reason("scatter_along_axis", ["data": data, "indices": Tensor(.int32, shape: [1, 2], ints: [0, 9]),
+                                          "updates": Tensor(.fp32, shape: [1, 2], floats: [1, 1]), "validate_indices": validate])
+        XCTAssertTrue(r.contains("index 9") && r.contains("valid: 0...7"), r)
+        r = reason("scatter_nd", ["data": data, "indices": Tensor(.int32, shape: [1, 2], ints: [0, 2]),
+                                  "updates": Tensor(.fp32, shape: [1], floats: [1]), "validate_indices": validate])
+        XCTAssertTrue(r.contains("index 2") && r.contains("axis 1") && r.contains("valid: 0...1"), r)
+    }
+
     /// split / topk / concat / pad through an ExecutionPlan: multiple outputs, declared dtypes,
     /// constant operands (a string `mode` included), fp16 input.
     func testPlanWithMultiOutputOps() throws {
