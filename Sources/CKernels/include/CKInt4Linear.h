@@ -41,11 +41,12 @@ void fk_q4_split(long M, long K, const float *A, long lda, float *xs);
 
 /// C[m·ldc + j] (+)= Σ_k A[m, k] · W(n0 + j, k) (+ bias[j]) for m < M, j < N, from the
 /// ``fk_q4_split`` rows `xs` of A, in fp32, each packed byte read once per activation row.
-/// AVX-512: 4 weight rows per activation load, each weight looked up as its dequantized value
-/// s · (q − o) (per block a 16-entry table indexed by the nibble) and multiplied by x. AVX2 +
-/// FMA + F16C (4 rows, 8 lanes) and portable C: each run of 32 values is widened and dotted
-/// with x, then scaled once per block (`s · Σ x·q − s · o · Σ x`). Chosen by ``fk_simd_level``;
-/// the levels differ only in rounding (the order of the fp32 sums). W must fit
+/// Every level multiplies each weight's dequantized value s · (q − o) by x (a dequantize-then-
+/// matmul's products, Core ML's CPU path): AVX-512 (4 weight rows per activation load, the value
+/// looked up in a per-block 16-entry table indexed by the nibble), AVX2 + FMA + F16C (4 rows, 8
+/// lanes, the nibble widened, converted, minus o, times s) and portable C (a per-block table).
+/// Chosen by ``fk_simd_level``; the levels differ only in rounding (the order of the fp32 sums).
+/// (The run sums of the split are not read.) W must fit
 /// (``fk_q4_gemv_fits``).
 void fk_q4_gemv(long M, long N, long K, const float *xs, const fk_q4matrix *W, long n0, float *C, long ldc,
                 const float *bias, int accumulate);
