@@ -1,3 +1,4 @@
+import CKernels
 import GraphIR
 
 /// How fp16-typed values are computed.
@@ -19,21 +20,21 @@ public enum Rounding {
         a.withUnsafeMutableBufferPointer { toHalf($0) }
     }
 
-    /// Rounds in place. Values in fp16's normal range are rounded with integer bit operations on
-    /// the float (round to nearest even on the 13 dropped mantissa bits); zeros, subnormals,
-    /// overflow, inf and NaN take the exact conversion path.
+    /// Rounds in place through CKernels' binary16 conversions (`fk_float_to_half` then
+    /// `fk_half_to_float`: F16C `vcvtps2ph` / `vcvtph2ps` where the CPU has them, else the portable
+    /// bodies), 1024 values at a time through a stack buffer: round to nearest even, overflow
+    /// → ±inf, a NaN stays a NaN. (An fp16 model's logits, 151,936 a token for the seed's vocab,
+    /// took ~2 M instructions a step through the scalar loop this replaces.)
     @inline(__always)
     public static func toHalf(_ p: UnsafeMutableBufferPointer<Float>) {
         guard let base = p.baseAddress else { return }
-        let bits = UnsafeMutableRawPointer(base).assumingMemoryBound(to: UInt32.self)
-        for i in 0..<p.count {
-            let x = bits[i]
-            let mag = x & 0x7FFF_FFFF
-            // [2^-14, 65520): normal fp16 range that cannot round up to infinity.
-            if mag &- 0x3880_0000 < 0x477F_F000 &- 0x3880_0000 {
-                bits[i] = (x &+ 0x0FFF &+ ((x >> 13) & 1)) & 0xFFFF_E000
-            } else if mag != 0 {
-                base[i] = Half.toFloat(Half.fromFloat(base[i]))
+        withUnsafeTemporaryAllocation(of: UInt16.self, capacity: 1024) { tmp in
+            var i = 0
+            while i < p.count {
+                let n = min(1024, p.count - i)
+                fk_float_to_half(base + i, tmp.baseAddress!, n)
+                fk_half_to_float(tmp.baseAddress!, base + i, n)
+                i += n
             }
         }
     }
