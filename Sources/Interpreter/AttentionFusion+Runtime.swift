@@ -40,9 +40,12 @@ extension AttentionFusion {
             let offset: Int, kv: Int, rep: Int, headStride: Int, rows: Int, dim: Int, heads: Int
         }
 
+        /// Query rows up to which K / V that are not D-contiguous are packed for the fused kernel.
+        static let packedQueryRows = 16
+
         /// `packed`: copy the view into a dense [1, H, T, D] tensor even where it could be read in
         /// place (so that K and V agree on their head grouping).
-        func geometry(_ side: Side, _ flat: [RuntimeValue], buffer: Int, packed: Bool = false) throws -> Geometry {
+        func geometry(_ side: Side, _ flat: [RuntimeValue], buffer: Int, packed: Bool = false, queryRows: Int) throws -> Geometry {
             let kv = try KV(flat[buffer])
             var view = LayoutView(shape: kv.shape)
             for st in side.chain {
@@ -63,6 +66,12 @@ extension AttentionFusion {
                 // Rows that are not D-contiguous (a key or value transposed from [1, S, H, D], as
                 // an encoder's attention reads them): packed once into [1, H, T, D].
                 guard case .tensor = kv else { throw LayoutView.Mismatch(reason: "cache rows are not contiguous") }
+                // The fused kernel takes one query row at a time: for an encoder-sized query the
+                // original ops (two GEMMs and softmax rows) are faster (bert6_384 at S = 128:
+                // 2.6 ms vs about 1 ms an attention), so only short queries are packed and fused.
+                guard queryRows <= Self.packedQueryRows else {
+                    throw LayoutView.Mismatch(reason: "a \(queryRows)-row query over K / V that need packing runs faster unfused")
+                }
                 let dense = try view.gather(kv)
                 return Geometry(buffer: .tensor(Tensor(.fp32, shape: shape, floats: dense)), offset: 0, kv: heads, rep: 1,
                                 headStride: rows * dim, rows: rows, dim: dim, heads: heads)
@@ -85,10 +94,11 @@ extension AttentionFusion {
 
         func fused(_ flat: [RuntimeValue], dtype: DType) throws -> RuntimeValue {
             let q = try flat[0].dense()
-            var kg = try geometry(k, flat, buffer: 1), vg = try geometry(v, flat, buffer: 2)
+            let qRows = q.rank >= 2 ? q.shape[q.rank - 2] : 1
+            var kg = try geometry(k, flat, buffer: 1, queryRows: qRows), vg = try geometry(v, flat, buffer: 2, queryRows: qRows)
             if (kg.rep != vg.rep || kg.kv != vg.kv), case .tensor = kg.buffer, case .tensor = vg.buffer {
-                kg = try geometry(k, flat, buffer: 1, packed: true)
-                vg = try geometry(v, flat, buffer: 2, packed: true)
+                kg = try geometry(k, flat, buffer: 1, packed: true, queryRows: qRows)
+                vg = try geometry(v, flat, buffer: 2, packed: true, queryRows: qRows)
             }
             guard q.rank == 4, q.shape[0] == 1, q.shape[1] == kg.heads, q.shape[3] == kg.dim else {
                 throw LayoutView.Mismatch(reason: "query \(q.shape) does not fit the key view [1, \(kg.heads), \(kg.rows), \(kg.dim)]")
