@@ -38,6 +38,23 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
         let third = b.const("third", floats: [1.0 / 3.0], shape: [])
         let f = b.const("f", bools: [false], shape: []), t = b.const("t", bools: [true], shape: [])
         let zero = b.const("axis0", ints: [0], shape: [])
+        /// repeat_kv: [1, KV, CTX, D] → [1, H, CTX, D] through expand_dims → tile → reshape.
+        func repeatKV(_ x: Value, _ name: String) -> Value {
+            let axes = b.const("\(name)_axes", ints: [2], shape: [1])
+            let e = b.apply("expand_dims", ["x": x, "axes": axes], .tensor(.fp16, [1, kv, 1, ctx, d]))
+            let reps = b.const("\(name)_reps", ints: [1, 1, Int32(h / kv), 1, 1], shape: [5])
+            let tl = b.apply("tile", ["x": e, "reps": reps], .tensor(.fp16, [1, kv, h / kv, ctx, d]))
+            let shape = b.const("\(name)_shape", ints: [1, Int32(h), Int32(ctx), Int32(d)], shape: [4])
+            return b.apply("reshape", ["x": tl, "shape": shape], .tensor(.fp16, [1, h, ctx, d]))
+        }
+        /// softmax(q · Kᵀ + mask) · V for layer `l` (`kv2`: the repeated K and V).
+        func attention(_ kv2: [Value], layer l: Int) -> Value {
+            let scores = b.apply("matmul", ["x": q, "y": kv2[0], "transpose_x": f, "transpose_y": t], .tensor(.fp32, [1, h, 1, ctx]))
+            let masked = b.apply("add", ["x": scores, "y": mask], .tensor(.fp32, [1, h, 1, ctx]))
+            let axis = b.const("sm\(l)", ints: [-1], shape: [])
+            let p = b.apply("softmax", ["x": masked, "axis": axis], .tensor(.fp32, [1, h, 1, ctx]))
+            return b.apply("matmul", ["x": p, "y": kv2[1], "transpose_x": f, "transpose_y": f], .tensor(.fp32, [1, h, 1, d]), name: "o\(l)")
+        }
         var outputs: [Value] = []
         var written: [[Value]] = [[], []]
         var current = [kc, vc]
@@ -54,18 +71,9 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
                 let se = b.const("\(name)_e", ints: [Int32(l + 1), 1, Int32(kv), Int32(ctx), Int32(d)], shape: [5])
                 let sq = b.const("\(name)_sq", bools: [true, false, false, false, false], shape: [5])
                 let x = b.apply("slice_by_index", ["x": current[c], "begin": sb, "end": se, "squeeze_mask": sq], .tensor(.fp16, [1, kv, ctx, d]))
-                let axes = b.const("\(name)_axes", ints: [2], shape: [1])
-                let e = b.apply("expand_dims", ["x": x, "axes": axes], .tensor(.fp16, [1, kv, 1, ctx, d]))
-                let reps = b.const("\(name)_reps", ints: [1, 1, Int32(h / kv), 1, 1], shape: [5])
-                let tl = b.apply("tile", ["x": e, "reps": reps], .tensor(.fp16, [1, kv, h / kv, ctx, d]))
-                let shape = b.const("\(name)_shape", ints: [1, Int32(h), Int32(ctx), Int32(d)], shape: [4])
-                kv2.append(b.apply("reshape", ["x": tl, "shape": shape], .tensor(.fp16, [1, h, ctx, d])))
+                kv2.append(repeatKV(x, name))
             }
-            let scores = b.apply("matmul", ["x": q, "y": kv2[0], "transpose_x": f, "transpose_y": t], .tensor(.fp32, [1, h, 1, ctx]))
-            let masked = b.apply("add", ["x": scores, "y": mask], .tensor(.fp32, [1, h, 1, ctx]))
-            let axis = b.const("sm\(l)", ints: [-1], shape: [])
-            let p = b.apply("softmax", ["x": masked, "axis": axis], .tensor(.fp32, [1, h, 1, ctx]))
-            outputs.append(b.apply("matmul", ["x": p, "y": kv2[1], "transpose_x": f, "transpose_y": f], .tensor(.fp32, [1, h, 1, d]), name: "o\(l)"))
+            outputs.append(attention(kv2, layer: l))
         }
         if form.chained { return b.function(outputs: outputs + current) }
         for l in 0..<L {
@@ -93,18 +101,9 @@ final class CarriedCacheFusionFormsTests: XCTestCase {
                     let s = b.const("\(name)_sq", ints: [1, Int32(kv), Int32(ctx), Int32(d)], shape: [4])
                     x = b.apply("reshape", ["x": w, "shape": s], .tensor(.fp16, [1, kv, ctx, d]))
                 }
-                let axes = b.const("\(name)_axes", ints: [2], shape: [1])
-                let e = b.apply("expand_dims", ["x": x, "axes": axes], .tensor(.fp16, [1, kv, 1, ctx, d]))
-                let reps = b.const("\(name)_reps", ints: [1, 1, Int32(h / kv), 1, 1], shape: [5])
-                let tl = b.apply("tile", ["x": e, "reps": reps], .tensor(.fp16, [1, kv, h / kv, ctx, d]))
-                let shape = b.const("\(name)_shape", ints: [1, Int32(h), Int32(ctx), Int32(d)], shape: [4])
-                kv2.append(b.apply("reshape", ["x": tl, "shape": shape], .tensor(.fp16, [1, h, ctx, d])))
+                kv2.append(repeatKV(x, name))
             }
-            let scores = b.apply("matmul", ["x": q, "y": kv2[0], "transpose_x": f, "transpose_y": t], .tensor(.fp32, [1, h, 1, ctx]))
-            let masked = b.apply("add", ["x": scores, "y": mask], .tensor(.fp32, [1, h, 1, ctx]))
-            let axis = b.const("sm\(l)", ints: [-1], shape: [])
-            let p = b.apply("softmax", ["x": masked, "axis": axis], .tensor(.fp32, [1, h, 1, ctx]))
-            outputs.append(b.apply("matmul", ["x": p, "y": kv2[1], "transpose_x": f, "transpose_y": f], .tensor(.fp32, [1, h, 1, d]), name: "o\(l)"))
+            outputs.append(attention(kv2, layer: l))
         }
         for (c, ws) in written.enumerated() {
             let name = c == 0 ? "k_out" : "v_out"

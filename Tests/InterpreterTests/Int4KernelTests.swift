@@ -108,6 +108,25 @@ final class Int4KernelTests: XCTestCase {
         }
     }
 
+    /// Dequantize-then-multiply in Double, straight from the block definition (no kernel code):
+    /// `Σ_c a[i, c] · s[j, c / blockCols] · (q[j, c] − o[j, c / blockCols])` for [M, K] · [N, K]ᵀ.
+    static func dequantizedProduct(m: Int, n: Int, k: Int, a: [Float], q: [Int], scales: [Float], offsets: [Float]?,
+                                   blockCols: Int) -> [Double] {
+        let scaleCols = k / blockCols
+        var want = [Double](repeating: 0, count: m * n)
+        for i in 0..<m {
+            for j in 0..<n {
+                var s = 0.0
+                for c in 0..<k {
+                    let si = j * scaleCols + c / blockCols
+                    s += Double(a[i * k + c]) * (Double(scales[si]) * (Double(q[j * k + c]) - Double(offsets?[si] ?? 0)))
+                }
+                want[i * n + j] = s
+            }
+        }
+        return want
+    }
+
     /// An inf activation gives what dequantize-then-multiply gives (IEEE: inf · w = ±inf, inf · 0
     /// = NaN, +inf + −inf = NaN; the reference below in Double), at every level: ±inf in the
     /// outputs whose weights at that column are not 0, NaN where one is 0 or where infs of both
@@ -129,17 +148,7 @@ final class Int4KernelTests: XCTestCase {
             a[2 * k + 100] = .nan            // row 2: NaN; row 3 finite
             for j in 0..<n { q[j * k + 3] = j % 3 == 0 ? 0 : (j % 2 == 0 ? 5 : -6) }  // weights 0 in rows 0, 3, 6
             for j in 0..<n { q[j * k + 5] = j == 4 ? 0 : 3; q[j * k + 70] = j % 2 == 0 ? 2 : -2 }
-            var want = [Float](repeating: 0, count: m * n)
-            for i in 0..<m {
-                for j in 0..<n {
-                    var s = 0.0
-                    for c in 0..<k {
-                        let si = j * scaleCols + c / blockCols
-                        s += Double(a[i * k + c]) * (Double(scales[si]) * (Double(q[j * k + c]) - Double(offsets?[si] ?? 0)))
-                    }
-                    want[i * n + j] = Float(s)
-                }
-            }
+            let want = Self.dequantizedProduct(m: m, n: n, k: k, a: a, q: q, scales: scales, offsets: offsets, blockCols: blockCols).map(Float.init)
             XCTAssertTrue(want[0].isNaN && want[1] == -.infinity && want[2] == .infinity, "reference: \(want[0..<3])")
             var packed = [UInt8](repeating: 0, count: n * k / 2)
             for (i, v) in q.enumerated() { packed[i / 2] |= (UInt8(v & 0xF)) << (4 * UInt8(i % 2)) }
@@ -188,17 +197,7 @@ final class Int4KernelTests: XCTestCase {
             for (i, v) in q.enumerated() { packed[i / 2] |= (UInt8(v & 0xF)) << (4 * UInt8(i % 2)) }
             for m in 1...5 {
                 let a = (0..<(m * k)).map { _ in 1000 + 2 * rng.float() }
-                var want = [Double](repeating: 0, count: m * n)
-                for i in 0..<m {
-                    for j in 0..<n {
-                        var s = 0.0
-                        for c in 0..<k {
-                            let si = j * scaleCols + c / blockCols
-                            s += Double(a[i * k + c]) * (Double(scales[si]) * (Double(q[j * k + c]) - Double(offsets?[si] ?? 0)))
-                        }
-                        want[i * n + j] = s
-                    }
-                }
+                let want = Self.dequantizedProduct(m: m, n: n, k: k, a: a, q: q, scales: scales, offsets: offsets, blockCols: blockCols)
                 for level in MatmulKernelTests.levels {
                     GEMM.simdLevel = level
                     var got = [Float](repeating: .nan, count: m * n)
