@@ -28,7 +28,7 @@
 #pragma STDC FP_CONTRACT OFF
 #pragma clang diagnostic ignored "-Wpsabi"
 
-typedef float v8f __attribute__((vector_size(32)));
+#include "ck_exp.h"  // exp8v, compiled here without FMA contraction
 
 #define AI static inline __attribute__((always_inline))
 
@@ -271,19 +271,113 @@ AI BODY_TARGET float SFX(dot_h)(const float *q, const uint16_t *k, long d) {
     return s;
 }
 
+/// Lane c of the result = the lanes of the c-th argument summed left to right from -0 (the
+/// reduction of ``dot_f``, for 8 accumulators at once): an 8 × 8 transpose (T_i[c] = a_c[i]),
+/// then -0 + T_0 + T_1 + … + T_7, the same additions in the same order in every lane.
+AI BODY_TARGET v8f SFX(lane_sums8)(v8f a0, v8f a1, v8f a2, v8f a3, v8f a4, v8f a5, v8f a6, v8f a7) {
+    // unpacklo / unpackhi within 128-bit halves, then pairs, then the halves.
+    const v8f t0 = __builtin_shufflevector(a0, a1, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f t1 = __builtin_shufflevector(a0, a1, 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8f t2 = __builtin_shufflevector(a2, a3, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f t3 = __builtin_shufflevector(a2, a3, 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8f t4 = __builtin_shufflevector(a4, a5, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f t5 = __builtin_shufflevector(a4, a5, 2, 10, 3, 11, 6, 14, 7, 15);
+    const v8f t6 = __builtin_shufflevector(a6, a7, 0, 8, 1, 9, 4, 12, 5, 13);
+    const v8f t7 = __builtin_shufflevector(a6, a7, 2, 10, 3, 11, 6, 14, 7, 15);
+    // u0: lanes 0 and 4 of a0..a3; u1: lanes 1 and 5; u2: 2 and 6; u3: 3 and 7 (w: of a4..a7).
+    const v8f u0 = __builtin_shufflevector(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f u1 = __builtin_shufflevector(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15);
+    const v8f u2 = __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f u3 = __builtin_shufflevector(t1, t3, 2, 3, 10, 11, 6, 7, 14, 15);
+    const v8f w0 = __builtin_shufflevector(t4, t6, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f w1 = __builtin_shufflevector(t4, t6, 2, 3, 10, 11, 6, 7, 14, 15);
+    const v8f w2 = __builtin_shufflevector(t5, t7, 0, 1, 8, 9, 4, 5, 12, 13);
+    const v8f w3 = __builtin_shufflevector(t5, t7, 2, 3, 10, 11, 6, 7, 14, 15);
+    v8f s = SFX(splat)(-0.0f);
+    s = s + __builtin_shufflevector(u0, w0, 0, 1, 2, 3, 8, 9, 10, 11);  // lane 0 of every a_c
+    s = s + __builtin_shufflevector(u1, w1, 0, 1, 2, 3, 8, 9, 10, 11);
+    s = s + __builtin_shufflevector(u2, w2, 0, 1, 2, 3, 8, 9, 10, 11);
+    s = s + __builtin_shufflevector(u3, w3, 0, 1, 2, 3, 8, 9, 10, 11);
+    s = s + __builtin_shufflevector(u0, w0, 4, 5, 6, 7, 12, 13, 14, 15);  // lane 4
+    s = s + __builtin_shufflevector(u1, w1, 4, 5, 6, 7, 12, 13, 14, 15);
+    s = s + __builtin_shufflevector(u2, w2, 4, 5, 6, 7, 12, 13, 14, 15);
+    s = s + __builtin_shufflevector(u3, w3, 4, 5, 6, 7, 12, 13, 14, 15);
+    return s;
+}
+
+/// The dots of q with 8 K rows (`rows[c]`, `d` values each, fp16 when `half`): each the same
+/// additions in the same order as ``dot_f`` / ``dot_h`` (one 8-lane accumulator per row, then
+/// its lanes from -0, then the scalar tail), so the bits are those of 8 single calls; the 8
+/// independent accumulators keep the adds from waiting on each other, and q is loaded once
+/// per 8 rows.
+AI BODY_TARGET void SFX(dot8_rows)(const float *q, const void *k, int half, const int32_t *rows, long d, float *out) {
+    v8f a0 = SFX(splat)(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    long t = 0;
+    if (half) {
+        const uint16_t *kb = (const uint16_t *)k;
+        const uint16_t *r0 = kb + (long)rows[0] * d, *r1 = kb + (long)rows[1] * d, *r2 = kb + (long)rows[2] * d,
+                       *r3 = kb + (long)rows[3] * d, *r4 = kb + (long)rows[4] * d, *r5 = kb + (long)rows[5] * d,
+                       *r6 = kb + (long)rows[6] * d, *r7 = kb + (long)rows[7] * d;
+        for (; t + 8 <= d; t += 8) {
+            const v8f qv = SFX(ld8)(q + t);
+            a0 = a0 + qv * LD8H(r0 + t);
+            a1 = a1 + qv * LD8H(r1 + t);
+            a2 = a2 + qv * LD8H(r2 + t);
+            a3 = a3 + qv * LD8H(r3 + t);
+            a4 = a4 + qv * LD8H(r4 + t);
+            a5 = a5 + qv * LD8H(r5 + t);
+            a6 = a6 + qv * LD8H(r6 + t);
+            a7 = a7 + qv * LD8H(r7 + t);
+        }
+        SFX(st8)(out, SFX(lane_sums8)(a0, a1, a2, a3, a4, a5, a6, a7));
+        const uint16_t *r[8] = {r0, r1, r2, r3, r4, r5, r6, r7};
+        for (int c = 0; c < 8; c++)
+            for (long u = t; u < d; u++) out[c] += q[u] * h2f_soft(r[c][u]);
+    } else {
+        const float *kb = (const float *)k;
+        const float *r0 = kb + (long)rows[0] * d, *r1 = kb + (long)rows[1] * d, *r2 = kb + (long)rows[2] * d,
+                    *r3 = kb + (long)rows[3] * d, *r4 = kb + (long)rows[4] * d, *r5 = kb + (long)rows[5] * d,
+                    *r6 = kb + (long)rows[6] * d, *r7 = kb + (long)rows[7] * d;
+        for (; t + 8 <= d; t += 8) {
+            const v8f qv = SFX(ld8)(q + t);
+            a0 = a0 + qv * SFX(ld8)(r0 + t);
+            a1 = a1 + qv * SFX(ld8)(r1 + t);
+            a2 = a2 + qv * SFX(ld8)(r2 + t);
+            a3 = a3 + qv * SFX(ld8)(r3 + t);
+            a4 = a4 + qv * SFX(ld8)(r4 + t);
+            a5 = a5 + qv * SFX(ld8)(r5 + t);
+            a6 = a6 + qv * SFX(ld8)(r6 + t);
+            a7 = a7 + qv * SFX(ld8)(r7 + t);
+        }
+        SFX(st8)(out, SFX(lane_sums8)(a0, a1, a2, a3, a4, a5, a6, a7));
+        const float *r[8] = {r0, r1, r2, r3, r4, r5, r6, r7};
+        for (int c = 0; c < 8; c++)
+            for (long u = t; u < d; u++) out[c] += q[u] * r[c][u];
+    }
+}
+
 /// The scores of one row over the columns the mask keeps (mask > `threshold`, or NaN):
 /// w[i] = (q · K[j]) · scale + m[j] and cols[i] = j for the i-th kept column j; K (`n` rows of
-/// `d`) is fp16 when `half`, else fp32. Returns the count, the largest score in *maxv.
+/// `d`) is fp16 when `half`, else fp32. Returns the count, the largest score in *maxv. The
+/// kept columns are listed first, then their dots taken 8 at a time (``dot8_rows``; the same
+/// bits as one at a time).
 AI BODY_TARGET long SFX(scores)(const float *q, const void *k, int half, const float *m, float threshold, float scale,
                                 long n, long d, float *w, int32_t *cols, float *maxv) {
     long nc = 0;
-    float mx = -INFINITY;
     for (long j = 0; j < n; j++) {
         if (!(m[j] > threshold) && !isnan(m[j])) continue;
-        const float dot = half ? SFX(dot_h)(q, (const uint16_t *)k + j * d, d) : SFX(dot_f)(q, (const float *)k + j * d, d);
-        const float x = dot * scale + m[j];
-        w[nc] = x;
         cols[nc++] = (int32_t)j;
+    }
+    long i = 0;
+    for (; i + 8 <= nc; i += 8) SFX(dot8_rows)(q, k, half, cols + i, d, w + i);
+    for (; i < nc; i++) {
+        const long j = cols[i];
+        w[i] = half ? SFX(dot_h)(q, (const uint16_t *)k + j * d, d) : SFX(dot_f)(q, (const float *)k + j * d, d);
+    }
+    float mx = -INFINITY;
+    for (i = 0; i < nc; i++) {
+        const float x = w[i] * scale + m[cols[i]];
+        w[i] = x;
         if (x > mx) mx = x;
     }
     *maxv = mx;
@@ -367,12 +461,11 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
         for (long t = 0; t < d; t++) o[t] = NAN;
         return;
     }
+    // e^(w - max) 8 at a time (exp8v, the scheme of the graph's softmax kernel), then the
+    // denominator summed in column order.
+    ck_exp_shifted(w, nc, maxv);
     float denom = 0;
-    for (long i = 0; i < nc; i++) {
-        float e = expf(w[i] - maxv);
-        w[i] = e;
-        denom += e;
-    }
+    for (long i = 0; i < nc; i++) denom += w[i];
     const float inv = 1 / denom;
     for (long i = 0; i < nc; i++) w[i] = w[i] * inv;
 

@@ -35,6 +35,8 @@ AI v8f splat(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
 AI float hsum8(v8f v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
 AI long lmin(long a, long b) { return a < b ? a : b; }
 
+#include "ck_exp.h"
+
 /// Prefetch distance (bytes ahead in the weight stream) of the int8 matrix-vector loop, and
 /// its __builtin_prefetch locality (2 = prefetcht1: into L2).
 #ifndef PF_BYTES
@@ -378,51 +380,7 @@ panel_route:;
 
 // MARK: - exp, softmax, gelu
 
-typedef int32_t v8i __attribute__((vector_size(32)));
-
-AI v8f vsel(v8i m, v8f a, v8f b) {  // m ? a : b, lane by lane (m all ones or zero)
-    v8i ai, bi;
-    memcpy(&ai, &a, sizeof ai);
-    memcpy(&bi, &b, sizeof bi);
-    const v8i r = (ai & m) | (bi & ~m);
-    v8f o;
-    memcpy(&o, &r, sizeof o);
-    return o;
-}
-
-/// e^x, 8 lanes (Cephes `expf` scheme, as the Interpreter's FastExp.exp8: x = n·ln2 + r,
-/// |r| ≤ ln2/2, a degree-6 polynomial for e^r, 2^n built in the exponent bits as 2^n1·2^n2 so
-/// results down to the subnormals come out). Within a few ulp of libm's expf; underflows to 0
-/// below −103.97, +inf above 88.72, NaN stays NaN.
-AI v8f exp8v(v8f x) {
-    const v8f hi = splat(88.72283f), lo = splat(-103.97208f);
-    const v8i over = x > hi, under = x < lo, nan = x != x;
-    const v8f v = vsel(under, lo, vsel(over, hi, x));
-    const v8f magic = splat(12582912.0f);
-    const v8f t = v * splat(1.44269504f) + magic;
-    const v8f n = t - magic;
-    v8f r = v - n * splat(0.693359375f);
-    r = r - n * splat(-2.12194440e-4f);
-    v8f p = splat(1.9875691e-4f);
-    p = p * r + splat(1.3981999e-3f);
-    p = p * r + splat(8.3334520e-3f);
-    p = p * r + splat(4.1665796e-2f);
-    p = p * r + splat(1.6666665e-1f);
-    p = p * r + splat(5.0e-1f);
-    p = p * (r * r) + r + splat(1.0f);
-    v8i ni;
-    memcpy(&ni, &t, sizeof ni);
-    ni = ni - 0x4B400000;
-    const v8i n1 = ni >> 1, n2 = ni - n1;
-    const v8i e1 = (n1 + 127) << 23, e2 = (n2 + 127) << 23;
-    v8f s1, s2;
-    memcpy(&s1, &e1, sizeof s1);
-    memcpy(&s2, &e2, sizeof s2);
-    v8f out = p * s1 * s2;
-    out = vsel(over, splat(INFINITY), out);
-    out = vsel(under, splat(0.0f), out);
-    return vsel(nan, x, out);
-}
+// vsel and exp8v: ck_exp.h (shared with Attention.c).
 
 AI void softmax_body(float *x, long rows, long n, long ld) {
     for (long r = 0; r < rows; r++) {

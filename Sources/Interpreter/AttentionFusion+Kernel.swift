@@ -136,7 +136,7 @@ extension AttentionFusion {
                 continue
             }
             var denom: Float = 0
-            for j in cols { let e = expf(scores[j] - maxv); scores[j] = e; denom += e }
+            for j in cols { let e = FastExp.exp(scores[j] - maxv); scores[j] = e; denom += e }
             let inv = 1 / denom
             for j in cols {
                 let w = scores[j] * inv
