@@ -43,7 +43,7 @@ enum BenchCommand: Command {
             .int("d", "Context depth: tokens prefilled (untimed) before each test, as llama-bench -d (default 0).", range: 0...Int.max),
             .int("r", "Repetitions after the warm-up (default 3).", range: 1...Int.max),
             CommonOptions.function,
-            .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS)."),
+            .flag("json", "Print the results as JSON (prefill_tok_s, decode_tok_s, their sds, samples, size, peak RSS, decode-phase RSS)."),
             .flag("markdown", "Print the table as markdown."),
         ],
         groups: [.kernels, .contract]
@@ -101,6 +101,9 @@ enum BenchCommand: Command {
         /// Resident bytes before the model was loaded (the binary and the Swift runtime).
         var baselineRSS = 0
         var peakRSS = 0
+        /// The largest resident size read during decoding (`/proc/self/statm` after each decode
+        /// step): the issue's "peak RSS during decode", without the prefill's transient buffers.
+        var decodeRSS = 0
         var size = 0
         var params = 0
         var contract = ""
@@ -181,9 +184,15 @@ enum BenchCommand: Command {
             var t = DispatchTime.now().uptimeNanoseconds
             if !prompt.isEmpty { _ = try generator.prefill(prompt) }
             let pre = seconds(since: t)
-            t = DispatchTime.now().uptimeNanoseconds
-            for id in decodeIDs.prefix(decodeCount) { _ = try generator.prefill([id]) }
-            return (pre, seconds(since: t))
+            var decodeSeconds = 0.0
+            for id in decodeIDs.prefix(decodeCount) {
+                t = DispatchTime.now().uptimeNanoseconds
+                _ = try generator.prefill([id])
+                decodeSeconds += seconds(since: t)
+                // Outside the timed span: one read of /proc/self/statm a step.
+                res.decodeRSS = max(res.decodeRSS, currentResidentBytes())
+            }
+            return (pre, decodeSeconds)
         }
         let (p, n) = (cfg.p, cfg.n)
         say("warm-up (pp\(p) + tg\(min(n, 16)))…\n")
@@ -203,6 +212,14 @@ enum BenchCommand: Command {
     /// anything (see ``minBytesForRSSRatio``).
     static func rssRatio(_ res: Results) -> Double? {
         res.size >= minBytesForRSSRatio ? Double(res.peakRSS) / Double(res.size) : nil
+    }
+
+    /// What decoding holds above the process's own resident memory before loading (binary,
+    /// Swift runtime), over the package size: mapped weights + live KV + the plan's buffers.
+    /// Nil without decode steps or for a package under ``minBytesForRSSRatio``.
+    static func decodeModelRSSRatio(_ res: Results) -> Double? {
+        guard res.decodeRSS > 0, res.size >= minBytesForRSSRatio else { return nil }
+        return Double(res.decodeRSS - res.baselineRSS) / Double(res.size)
     }
 
     static func jsonReport(_ cfg: Config, _ res: Results) -> JSONValue {
@@ -232,6 +249,8 @@ enum BenchCommand: Command {
             "peak_rss_bytes": .int(res.peakRSS),
             "baseline_rss_bytes": .int(res.baselineRSS),
             "peak_rss_to_package": rssRatio(res).map { .double($0) } ?? .null,
+            "decode_rss_bytes": res.decodeRSS > 0 ? .int(res.decodeRSS) : .null,
+            "decode_model_rss_to_package": decodeModelRSSRatio(res).map { .double($0) } ?? .null,
             "load_seconds": .double(res.loadSeconds),
             "contract": .string(res.contract),
             "read_bandwidth_bytes_s": .double(res.bandwidth),
@@ -263,6 +282,10 @@ enum BenchCommand: Command {
             ?? "\(mib(res.peakRSS - res.baselineRSS)) above the \(mib(res.baselineRSS)) before loading; no ratio for a package under \(minBytesForRSSRatio >> 20) MiB"
         out += "\n\(cfg.reps) repetition\(cfg.reps == 1 ? "" : "s") after one warm-up · peak RSS \(mib(res.peakRSS)) (\(ratio)) · "
             + String(format: "load %.2f s\n", res.loadSeconds)
+        if let r = decodeModelRSSRatio(res) {
+            out += "during decode: RSS \(mib(res.decodeRSS)), \(mib(res.decodeRSS - res.baselineRSS)) above the \(mib(res.baselineRSS)) before loading = "
+                + String(format: "%.2f× the package\n", r)
+        }
         if cfg.n > 0 {
             out += "contract: \(res.contract) · " + String(format: "decode bound: %.2f GB/s read (%.0f MiB probe) ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
                                                          res.bandwidth / 1e9, Double(res.probeBytes) / 1_048_576, Double(res.weightBytes) / 1e6, Double(res.kvBytes) / 1e6,
