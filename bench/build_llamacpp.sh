@@ -5,7 +5,9 @@
 #   bash bench/build_llamacpp.sh            # ~10-15 min on 2 cores the first time
 #
 # Env: LLAMA_CPP_PYTHON_VERSION (default pinned below), PYTHON (default tools/.venv/bin/python,
-# else python3), JOBS (default nproc).
+# else python3), JOBS (default nproc), LLAMA_ISA (default native: -DGGML_NATIVE=ON; avx2: ggml's
+# AVX2 + FMA + F16C kernels only, no AVX-512 even where the CPU has it, into a build folder of
+# its own, ...-avx2 — what llama.cpp runs on an AVX2-only machine).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$HERE")"
@@ -15,7 +17,15 @@ PY="${PYTHON:-$ROOT/tools/.venv/bin/python}"
 [ -x "$PY" ] || PY="$(command -v python3)"
 JOBS="${JOBS:-$(nproc)}"
 SRC="$WORK/llama_cpp_python-$VERSION"
-BUILD="$WORK/llama.cpp-build-$VERSION"
+ISA="${LLAMA_ISA:-native}"
+case "$ISA" in
+    native) BUILD="$WORK/llama.cpp-build-$VERSION"; ISA_FLAGS=(-DGGML_NATIVE=ON) ;;
+    avx2) BUILD="$WORK/llama.cpp-build-$VERSION-avx2"
+          ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+                     -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
+                     -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
+    *) echo "LLAMA_ISA must be native or avx2, not '$ISA'" >&2; exit 64 ;;
+esac
 BIN="$BUILD/bin"
 
 if [ -x "$BIN/llama-bench" ] && [ -x "$BIN/llama-quantize" ]; then
@@ -40,7 +50,7 @@ LLAMA="$SRC/vendor/llama.cpp"
 
 t0=$(date +%s)
 cmake -S "$LLAMA" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
+    "${ISA_FLAGS[@]}" -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON >/dev/null
 cmake --build "$BUILD" --config Release -j "$JOBS" --target llama-bench llama-quantize

@@ -2,7 +2,7 @@
 # forge-ir vs llama.cpp (and optionally PyTorch eager) on SmolLM2-135M, alternating, same machine.
 #
 #   bash bench/compare_llamacpp.sh [--rounds 3] [-p 128] [-n 128] [-r 3] [-t 2] [-d 1024] [--q8] [--q16]
-#                                  [--torch] [--markdown] [--wait-idle 600]
+#                                  [--torch] [--markdown] [--wait-idle 600] [--isa native|avx2]
 #
 # With the defaults this one command gives the README's comparison table: pp128, tg128,
 # tg128 @ d1024, peak RSS and the ISA level, for forge-ir and llama.cpp (-d 0 skips the depth
@@ -25,6 +25,10 @@
 #    (tgN @ dD: N tokens decoded after D in the cache);
 # 4. prints the table (bench/summarize.py): pp/tg tokens/s, forge-ir/llama.cpp ratios, peak RSS.
 #
+# --isa avx2 compares the two engines as they run on an AVX2-only machine, on this one: llama.cpp
+# built with ggml's AVX2 + FMA + F16C kernels and no AVX-512 (LLAMA_ISA=avx2 bench/build_llamacpp.sh,
+# a build folder of its own), forge-ir with FORGE_SIMD_LEVEL=1 (its AVX2 + FMA + F16C bodies).
+#
 # The machine must be otherwise idle for meaningful figures. Before each run the script waits
 # (up to --wait-idle seconds, default 600) until other processes use < 0.2 core, and it records
 # the CPU that other processes used during each run ("foreign load", from /proc/stat minus the
@@ -41,7 +45,7 @@ ROOT="$(dirname "$HERE")"
 WORK="$HERE/.work"
 PY="$ROOT/tools/.venv/bin/python"
 
-ROUNDS=3 P=128 N=128 R=3 T=2 D=1024 MODES="" TORCH=0 MARKDOWN="" WAIT_IDLE=600
+ROUNDS=3 P=128 N=128 R=3 T=2 D=1024 MODES="" TORCH=0 MARKDOWN="" WAIT_IDLE=600 ISA=native
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS="$2"; shift 2 ;;
@@ -54,12 +58,18 @@ while [ $# -gt 0 ]; do
         --q16) MODES="$MODES q16"; shift ;;
         --torch) TORCH=1; shift ;;
         --wait-idle) WAIT_IDLE="$2"; shift 2 ;;
+        --isa) ISA="$2"; shift 2 ;;
         --markdown) MARKDOWN="--markdown"; shift ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "unknown argument: $1 (see --help)" >&2; exit 64 ;;
     esac
 done
 MODEL="${MODEL:-$ROOT/models-ir/large/smollm2-135m-int8.mlpackage}"
+case "$ISA" in
+    native) ;;
+    avx2) export FORGE_SIMD_LEVEL=1 ;;
+    *) echo "--isa takes native or avx2, not '$ISA'" >&2; exit 64 ;;
+esac
 mkdir -p "$WORK"
 
 say() { echo "== $*" >&2; }
@@ -70,12 +80,13 @@ say() { echo "== $*" >&2; }
 # 1. llama.cpp
 say "llama.cpp: bench/build_llamacpp.sh (log: $WORK/build.log)"
 t0=$(date +%s)
-if ! bash "$HERE/build_llamacpp.sh" >"$WORK/build.log" 2>&1; then
+if ! LLAMA_ISA="$ISA" bash "$HERE/build_llamacpp.sh" >"$WORK/build.log" 2>&1; then
     tail -20 "$WORK/build.log" >&2; echo "llama.cpp build failed (full log: $WORK/build.log)" >&2; exit 1
 fi
 tail -1 "$WORK/build.log" >&2
 BIN="$(grep -o '/[^ ]*/bin$' "$WORK/build.log" | tail -1 || true)"
-[ -n "$BIN" ] || BIN="$(ls -d "$WORK"/llama.cpp-build-*/bin | tail -1)"
+[ -n "$BIN" ] || BIN="$(ls -d "$WORK"/llama.cpp-build-*/bin | grep -v -- '-avx2/bin$' | tail -1)"
+[ "$ISA" = avx2 ] && BIN="$(ls -d "$WORK"/llama.cpp-build-*-avx2/bin | tail -1)"
 say "llama.cpp ready in $(( $(date +%s) - t0 )) s: $BIN"
 
 # 2. GGUF Q4_1 -> Q8_0
@@ -137,9 +148,10 @@ timed() {  # timed STATFILE cmd… : "peak_rss_kib user_s sys_s elapsed_s foreig
     echo "llama.cpp: $BIN (llama-cpp-python ${LLAMA_CPP_PYTHON_VERSION:-pinned in build_llamacpp.sh})"
     echo "forge-ir: $FORGE_IR"
     echo "model: $MODEL; gguf: $Q8GGUF"
-    echo "rounds $ROUNDS, -p $P -n $N -r $R -t $T -d $D, quantized activations:${MODES:- none}, wait-idle $WAIT_IDLE s"
+    echo "rounds $ROUNDS, -p $P -n $N -r $R -t $T -d $D, quantized activations:${MODES:- none}, wait-idle $WAIT_IDLE s, isa $ISA${FORGE_SIMD_LEVEL:+ (FORGE_SIMD_LEVEL=$FORGE_SIMD_LEVEL)}"
 } | tee "$OUT/env.txt" >&2
-# llama.cpp is built with GGML_NATIVE (-march=native): its kernels use the best ISA of this CPU.
+# llama.cpp is built with GGML_NATIVE (-march=native): its kernels use the best ISA of this CPU;
+# with --isa avx2, ggml's AVX2 kernels.
 FLAGS="$(grep -m1 '^flags' /proc/cpuinfo || true)"
 case "$FLAGS" in
     *avx512_vnni*) LISA="native: AVX-512 + VNNI" ;;
@@ -147,6 +159,7 @@ case "$FLAGS" in
     *avx2*) LISA="native: AVX2" ;;
     *) LISA="native" ;;
 esac
+[ "$ISA" = avx2 ] && LISA="AVX2 + FMA + F16C (GGML_NATIVE=OFF)"
 echo "llamacpp: $LISA" >"$OUT/isa.txt"
 
 # `forge-ir bench --activations` value of a mode name.
