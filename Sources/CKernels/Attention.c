@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(FORGE_PORTABLE)  // see FK_X86 in ck_internal.h
 #include <cpuid.h>
 #include <immintrin.h>
 #define FK_HAVE_F16C_PATH 1

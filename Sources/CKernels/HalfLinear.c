@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(FORGE_PORTABLE)  // see FK_X86 in ck_internal.h
 #include <immintrin.h>
 #define FK_HL_X86 1
 #else

@@ -60,7 +60,10 @@ static inline float fk__h2f(uint16_t h) {
 // Level 0 (KernelsPortable.c).
 FK_EVERY_SHAPE_BODIES(gen)
 
-#if defined(__x86_64__) || defined(__i386__)
+// FK_X86: the x86 SIMD bodies (AVX2, AVX-512) are compiled and chosen at run time. Building
+// with -DFORGE_PORTABLE (`swift build -Xcc -DFORGE_PORTABLE`, scripts/test-portable.sh) leaves
+// them out on x86 too: the portable C bodies only, as on any other CPU.
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(FORGE_PORTABLE)
 #define FK_X86 1
 // Level 1 (KernelsAVX2.c).
 FK_EVERY_SHAPE_BODIES(avx2)
@@ -81,7 +84,7 @@ FK_HIDDEN void fk__q16_gemv_vnni(FK_ARGS_Q16);
 #define FK_X86 0
 #endif
 
-#if defined(__x86_64__) || defined(__i386__)
+#if FK_X86
 #include <immintrin.h>
 /// ss[i] = s_w(srow, activation block b0 + i) · xd[b0 + i] for i < n: the combined scale of each
 /// 32-column activation block against weight row scales starting at `srow` (weight blocks of
