@@ -171,6 +171,25 @@ static inline __attribute__((always_inline)) T256 void q4_row_scales(const fk_q4
     for (; b < blocks; b++) buf[b] = _cvtsh_ss(h[b]);
 }
 
+/// What the row bodies of both levels read per block of the `nr` weight rows from `row`: the
+/// scales widened into sc[r] (fp32), the offsets at off[r] (NULL without `hasoff`).
+static inline __attribute__((always_inline)) T256 void q4_rows_scales(const int nr, const int hasoff, const fk_q4matrix *W,
+                                                                     long row, long blocks, float sc[][Q4_MAX_BLOCKS],
+                                                                     const float *off[]) {
+    for (int r = 0; r < nr; r++) {
+        const long srow = ((row + r) / W->block_rows) * W->scale_ld;
+        q4_row_scales(W, srow, blocks, sc[r]);
+        off[r] = hasoff ? W->offset + srow : NULL;
+    }
+}
+
+/// Prefetches the `nr` weight rows (`half` bytes apart from `p0`) Q4_PREFETCH bytes ahead of
+/// run `c`, on every fourth run (16 bytes a run: one 64-byte line each).
+static inline __attribute__((always_inline)) T256 void q4_prefetch_rows(const int nr, long c, const uint8_t *p0, long half) {
+    if ((c & 3) == 0)
+        for (int r = 0; r < nr; r++) _mm_prefetch((const char *)(p0 + r * half + c * 16 + Q4_PREFETCH), _MM_HINT_T0);
+}
+
 /// `nr` weight rows from `row` against `nm` split activation rows (`xs`, `stride` floats
 /// apart; nr · nm ≤ 4); out[r · nm + m]. Each weight is dequantized, s · (q − o) (`hasoff`:
 /// with the offset), then multiplied by x — a dequantize-then-matmul's products, no per-block
@@ -187,12 +206,9 @@ static inline __attribute__((always_inline)) T256 void q4_rows_avx2(const int nr
     float sc[4][Q4_MAX_BLOCKS];
     const float *off[4];
     __m256 ye[4][4], yo[4][4];
-    for (int r = 0; r < nr; r++) {
-        const long srow = ((row + r) / W->block_rows) * W->scale_ld;
-        q4_row_scales(W, srow, blocks, sc[r]);
-        off[r] = hasoff ? W->offset + srow : NULL;
+    q4_rows_scales(nr, hasoff, W, row, blocks, sc, off);
+    for (int r = 0; r < nr; r++)
         for (int m = 0; m < nm; m++) ye[r][m] = yo[r][m] = _mm256_setzero_ps();
-    }
     for (long b = 0; b < blocks; b++) {
         __m256 s[4], o[4];
         for (int r = 0; r < nr; r++) {
@@ -201,8 +217,7 @@ static inline __attribute__((always_inline)) T256 void q4_rows_avx2(const int nr
         }
         for (long c = b * per; c < (b + 1) * per; c++) {
             const long i = c * 16;
-            if ((c & 3) == 0)
-                for (int r = 0; r < nr; r++) _mm_prefetch((const char *)(p0 + r * half + i + Q4_PREFETCH), _MM_HINT_T0);
+            q4_prefetch_rows(nr, c, p0, half);
             for (int r = 0; r < nr; r++) {
                 const __m128i v = _mm_loadu_si128((const __m128i *)(p0 + r * half + i));
                 const __m256i w0 = _mm256_cvtepi8_epi32(v), w1 = _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8));
@@ -264,12 +279,9 @@ static inline __attribute__((always_inline)) T512 void q4_rows_512(const int nr,
     const float *off[4];
     __m512 y0[4][4], y1[4][4];
     const __m512 values = _mm512_loadu_ps(q4_values);
-    for (int r = 0; r < nr; r++) {
-        const long srow = ((row + r) / W->block_rows) * W->scale_ld;
-        q4_row_scales(W, srow, blocks, sc[r]);
-        off[r] = hasoff ? W->offset + srow : NULL;
+    q4_rows_scales(nr, hasoff, W, row, blocks, sc, off);
+    for (int r = 0; r < nr; r++)
         for (int m = 0; m < nm; m++) y0[r][m] = y1[r][m] = _mm512_setzero_ps();
-    }
     for (long b = 0; b < blocks; b++) {
         __m512 t[4];
         for (int r = 0; r < nr; r++) {
@@ -278,8 +290,7 @@ static inline __attribute__((always_inline)) T512 void q4_rows_512(const int nr,
         }
         for (long c = b * per; c < (b + 1) * per; c++) {
             const long i = c * 16;
-            if ((c & 3) == 0)
-                for (int r = 0; r < nr; r++) _mm_prefetch((const char *)(p0 + r * half + i + Q4_PREFETCH), _MM_HINT_T0);
+            q4_prefetch_rows(nr, c, p0, half);
             __m512 xe[4], xo[4];
             for (int m = 0; m < nm; m++) {
                 xe[m] = _mm512_loadu_ps(xs + m * stride + i);

@@ -332,30 +332,40 @@ struct SpecEncoder {
         case let .dictionary(stringKeys):
             p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_DICTIONARY_TYPE
             p.pointee.dictionarytype = arena.message(core_ml__specification__dictionary_feature_type__init) {
-                if stringKeys {
-                    $0.key_type_case = CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_STRING_KEY_TYPE
-                    $0.stringkeytype = arena.message(core_ml__specification__string_feature_type__init)
-                } else {
-                    $0.key_type_case = CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_INT64_KEY_TYPE
-                    $0.int64keytype = arena.message(core_ml__specification__int64_feature_type__init)
-                }
+                setStringOrInt64(&$0, string: stringKeys, \.key_type_case,
+                                 (CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_STRING_KEY_TYPE, \.stringkeytype),
+                                 (CORE_ML__SPECIFICATION__DICTIONARY_FEATURE_TYPE__KEY_TYPE_INT64_KEY_TYPE, \.int64keytype))
             }
         case let .sequence(stringElements, range):
             p.pointee.type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_SEQUENCE_TYPE
             p.pointee.sequencetype = arena.message(core_ml__specification__sequence_feature_type__init) {
-                if stringElements {
-                    $0.type_case = CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_STRING_TYPE
-                    $0.stringtype = arena.message(core_ml__specification__string_feature_type__init)
-                } else {
-                    $0.type_case = CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_INT64_TYPE
-                    $0.int64type = arena.message(core_ml__specification__int64_feature_type__init)
-                }
+                setStringOrInt64(&$0, string: stringElements, \.type_case,
+                                 (CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_STRING_TYPE, \.stringtype),
+                                 (CORE_ML__SPECIFICATION__SEQUENCE_FEATURE_TYPE__TYPE_INT64_TYPE, \.int64type))
                 $0.sizerange = range.map(sizeRange)
             }
         case .unset:
             break
         }
         return p
+    }
+
+    /// Sets the `oneof { StringFeatureType; Int64FeatureType }` of `m` (a dictionary's key
+    /// type, a sequence's element type): its case field, then the one member of that case, the
+    /// string one when `string`, else the int64 one. The members share a C union: only the
+    /// chosen one is written.
+    private func setStringOrInt64<M, Case>(
+        _ m: inout M, string: Bool, _ caseField: WritableKeyPath<M, Case>,
+        _ stringMember: (Case, WritableKeyPath<M, UnsafeMutablePointer<CoreML__Specification__StringFeatureType>?>),
+        _ int64Member: (Case, WritableKeyPath<M, UnsafeMutablePointer<CoreML__Specification__Int64FeatureType>?>)
+    ) {
+        if string {
+            m[keyPath: caseField] = stringMember.0
+            m[keyPath: stringMember.1] = arena.message(core_ml__specification__string_feature_type__init)
+        } else {
+            m[keyPath: caseField] = int64Member.0
+            m[keyPath: int64Member.1] = arena.message(core_ml__specification__int64_feature_type__init)
+        }
     }
 
     // MARK: Program

@@ -88,16 +88,19 @@ enum BenchCommand: Command {
         var pp = Stats(samples: []), tg = Stats(samples: [])
         var loadSeconds = 0.0
         var contextLength = 0
+        /// Read bandwidth (bytes/s) of the probe's buffer.
         var bandwidth = 0.0
         /// The bandwidth probe's buffer and the largest CPU cache it was sized from.
         var probeBytes = 0, largestCache = 0
         var weightBytes = 0, kvBytes = 0
-        var boundTokS: Double { bandwidth > 0 ? bandwidth / Double(weightBytes + kvBytes) : 0 }
-        var fraction: Double { boundTokS > 0 ? tg.mean / boundTokS : 0 }
-        /// Read bandwidth of a buffer the size of one token's reads, and the bound it gives.
+        /// Read bandwidth (bytes/s) of a buffer the size of one token's reads.
         var workingSetBandwidth = 0.0
-        var workingSetBoundTokS: Double { workingSetBandwidth > 0 ? workingSetBandwidth / Double(weightBytes + kvBytes) : 0 }
-        var workingSetFraction: Double { workingSetBoundTokS > 0 ? tg.mean / workingSetBoundTokS : 0 }
+        /// The decode bound a read bandwidth (bytes/s) gives: tokens/s over the bytes one token
+        /// reads, and tg's mean as a fraction of it (0 and 0 without a measured bandwidth).
+        func bound(at bandwidth: Double) -> (tokS: Double, fraction: Double) {
+            let tokS = bandwidth > 0 ? bandwidth / Double(weightBytes + kvBytes) : 0
+            return (tokS, tokS > 0 ? tg.mean / tokS : 0)
+        }
         /// Resident bytes before the model was loaded (the binary and the Swift runtime).
         var baselineRSS = 0
         var peakRSS = 0
@@ -226,8 +229,14 @@ enum BenchCommand: Command {
         func stat(_ s: Stats, _ on: Bool) -> (JSONValue, JSONValue, JSONValue) {
             on ? (.double(s.mean), .double(s.sd), .array(s.samples.map { .double($0) })) : (.null, .null, .array([]))
         }
+        /// A bound's three figures; `tag` says which bound ("" the probe's, "working_set_").
+        func bound(_ bandwidth: Double, _ tag: String) -> [String: JSONValue] {
+            let b = res.bound(at: bandwidth)
+            return ["read_bandwidth_\(tag)bytes_s": .double(bandwidth), "decode_bound_\(tag)tok_s": .double(b.tokS),
+                    "decode_fraction_of_\(tag)bound": .double(b.fraction)]
+        }
         let (ppm, ppsd, pps) = stat(res.pp, cfg.p > 0), (tgm, tgsd, tgs) = stat(res.tg, cfg.n > 0)
-        let obj: [String: JSONValue] = [
+        var obj: [String: JSONValue] = [
             "engine": .string("forge-ir"),
             "model": .string(cfg.path),
             "model_name": .string(modelName(cfg.path)),
@@ -253,17 +262,13 @@ enum BenchCommand: Command {
             "decode_model_rss_to_package": decodeModelRSSRatio(res).map { .double($0) } ?? .null,
             "load_seconds": .double(res.loadSeconds),
             "contract": .string(res.contract),
-            "read_bandwidth_bytes_s": .double(res.bandwidth),
             "bandwidth_probe_bytes": .int(res.probeBytes),
             "largest_cache_bytes": .int(res.largestCache),
             "decode_weight_bytes_per_token": .int(res.weightBytes),
             "decode_kv_bytes_per_token": .int(res.kvBytes),
-            "decode_bound_tok_s": .double(res.boundTokS),
-            "decode_fraction_of_bound": .double(res.fraction),
-            "read_bandwidth_working_set_bytes_s": .double(res.workingSetBandwidth),
-            "decode_bound_working_set_tok_s": .double(res.workingSetBoundTokS),
-            "decode_fraction_of_working_set_bound": .double(res.workingSetFraction),
         ]
+        obj.merge(bound(res.bandwidth, "")) { a, _ in a }
+        obj.merge(bound(res.workingSetBandwidth, "working_set_")) { a, _ in a }
         return .object(obj)
     }
 
@@ -287,11 +292,12 @@ enum BenchCommand: Command {
                 + String(format: "%.2f× the package\n", r)
         }
         if cfg.n > 0 {
+            let probe = res.bound(at: res.bandwidth), workingSet = res.bound(at: res.workingSetBandwidth)
             out += "contract: \(res.contract) · " + String(format: "decode bound: %.2f GB/s read (%.0f MiB probe) ÷ (%.2f MB weights + %.2f MB live KV) per token = %.1f t/s · tg%d at %.0f%% of it\n",
                                                          res.bandwidth / 1e9, Double(res.probeBytes) / 1_048_576, Double(res.weightBytes) / 1e6, Double(res.kvBytes) / 1e6,
-                                                         res.boundTokS, cfg.n, res.fraction * 100)
+                                                         probe.tokS, cfg.n, probe.fraction * 100)
                 + String(format: "working-set bound (the probe over those %.2f MB): %.2f GB/s = %.1f t/s · tg%d at %.0f%% of it\n",
-                         Double(res.weightBytes + res.kvBytes) / 1e6, res.workingSetBandwidth / 1e9, res.workingSetBoundTokS, cfg.n, res.workingSetFraction * 100)
+                         Double(res.weightBytes + res.kvBytes) / 1e6, res.workingSetBandwidth / 1e9, workingSet.tokS, cfg.n, workingSet.fraction * 100)
         }
         return out
     }
