@@ -114,6 +114,7 @@ void fk_dequant(FK_ARGS_DQ) { FK_DISPATCH(dequant, W, r0, rows, c0, cols, out, l
 
 void fk_softmax_rows(float *x, long rows, long n, long ld) {
 #if FK_X86
+    if (fk_simd_level() >= 2) { fk__softmax_rows_avx512(x, rows, n, ld); return; }
     if (fk_simd_level() >= 1) { fk__softmax_rows_avx2(x, rows, n, ld); return; }
 #endif
     fk__softmax_rows_gen(x, rows, n, ld);
@@ -121,6 +122,7 @@ void fk_softmax_rows(float *x, long rows, long n, long ld) {
 
 void fk_gelu_erf(const float *x, float *y, long n) {
 #if FK_X86
+    if (fk_simd_level() >= 2) { fk__gelu_erf_avx512(x, y, n); return; }
     if (fk_simd_level() >= 1) { fk__gelu_erf_avx2(x, y, n); return; }
 #endif
     fk__gelu_erf_gen(x, y, n);

@@ -538,6 +538,29 @@ T512 int fk__sgemm_nn_avx512(FK_ARGS_NT) {
     return 1;
 }
 
+// MARK: - exp, softmax rows, gelu EXACT: ck_vmath.h at 16 lanes
+
+#include <math.h>
+#include <string.h>
+#pragma clang diagnostic ignored "-Wpsabi"
+
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+#define VF v16f
+#define VI v16i
+#define VW 16
+#define VN(name) name##16
+#define VAI AI5
+#include "ck_vmath.h"
+#undef VF
+#undef VI
+#undef VW
+#undef VN
+#undef VAI
+
+T512 void fk__softmax_rows_avx512(float *x, long rows, long n, long ld) { softmax_body16(x, rows, n, ld); }
+T512 void fk__gelu_erf_avx512(const float *x, float *y, long n) { gelu_erf_body16(x, y, n); }
+
 // MARK: - Q8 route with VNNI: int8 activations × int8 weights
 
 #define TVNNI __attribute__((target("avx512vnni,avx512vl,avx512f,avx512bw,avx2,fma,f16c")))

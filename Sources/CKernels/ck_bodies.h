@@ -380,128 +380,18 @@ panel_route:;
 
 typedef int32_t v8i __attribute__((vector_size(32)));
 
-AI v8f vsel(v8i m, v8f a, v8f b) {  // m ? a : b, lane by lane (m all ones or zero)
-    v8i ai, bi;
-    memcpy(&ai, &a, sizeof ai);
-    memcpy(&bi, &b, sizeof bi);
-    const v8i r = (ai & m) | (bi & ~m);
-    v8f o;
-    memcpy(&o, &r, sizeof o);
-    return o;
-}
-
-/// e^x, 8 lanes (Cephes `expf` scheme, as the Interpreter's FastExp.exp8: x = n·ln2 + r,
-/// |r| ≤ ln2/2, a degree-6 polynomial for e^r, 2^n built in the exponent bits as 2^n1·2^n2 so
-/// results down to the subnormals come out). Within a few ulp of libm's expf; underflows to 0
-/// below −103.97, +inf above 88.72, NaN stays NaN.
-AI v8f exp8v(v8f x) {
-    const v8f hi = splat(88.72283f), lo = splat(-103.97208f);
-    const v8i over = x > hi, under = x < lo, nan = x != x;
-    const v8f v = vsel(under, lo, vsel(over, hi, x));
-    const v8f magic = splat(12582912.0f);
-    const v8f t = v * splat(1.44269504f) + magic;
-    const v8f n = t - magic;
-    v8f r = v - n * splat(0.693359375f);
-    r = r - n * splat(-2.12194440e-4f);
-    v8f p = splat(1.9875691e-4f);
-    p = p * r + splat(1.3981999e-3f);
-    p = p * r + splat(8.3334520e-3f);
-    p = p * r + splat(4.1665796e-2f);
-    p = p * r + splat(1.6666665e-1f);
-    p = p * r + splat(5.0e-1f);
-    p = p * (r * r) + r + splat(1.0f);
-    v8i ni;
-    memcpy(&ni, &t, sizeof ni);
-    ni = ni - 0x4B400000;
-    const v8i n1 = ni >> 1, n2 = ni - n1;
-    const v8i e1 = (n1 + 127) << 23, e2 = (n2 + 127) << 23;
-    v8f s1, s2;
-    memcpy(&s1, &e1, sizeof s1);
-    memcpy(&s2, &e2, sizeof s2);
-    v8f out = p * s1 * s2;
-    out = vsel(over, splat(INFINITY), out);
-    out = vsel(under, splat(0.0f), out);
-    return vsel(nan, x, out);
-}
-
-AI void softmax_body(float *x, long rows, long n, long ld) {
-    for (long r = 0; r < rows; r++) {
-        float *p = x + r * ld;
-        float m = -INFINITY;
-        for (long i = 0; i < n; i++) m = p[i] > m ? p[i] : m;
-        if (m == -INFINITY) {
-            for (long i = 0; i < n; i++) p[i] = NAN;
-            continue;
-        }
-        const v8f mv = splat(m);
-        v8f acc = splat(0);
-        long i = 0;
-        for (; i + 8 <= n; i += 8) {
-            const v8f e = exp8v(ld8(p + i) - mv);
-            st8(p + i, e);
-            acc += e;
-        }
-        float s = hsum8(acc);
-        if (i < n) {
-            float tail[8] = {0};
-            for (long k = i; k < n; k++) tail[k - i] = p[k] - m;
-            const v8f e = exp8v(ld8(tail));
-            for (long k = i; k < n; k++) {
-                p[k] = e[k - i];
-                s += e[k - i];
-            }
-        }
-        const float inv = 1 / s;
-        for (long k = 0; k < n; k++) p[k] = p[k] * inv;
-    }
-}
-
-/// c[0]·yⁿ⁻¹ + c[1]·yⁿ⁻² + … + c[n−1] by Horner's rule, one step `r·y + c[i]` (one FMA where
-/// FMA exists) per coefficient after the first. `n` is a constant at every call: the loop
-/// unrolls into the n − 1 steps, the coefficients into immediates.
-AI v8f horner8(v8f y, const float *c, int n) {
-    v8f r = splat(c[0]);
-    for (int i = 1; i < n; i++) r = r * y + splat(c[i]);
-    return r;
-}
-
-/// Cephes `erff` (T: erf z = z·T(z²) for |z| < 1) and `erfcf` (P for 1 ≤ |z| < 2, R above:
-/// erfc a = e^{−a²}·(1/a)·P(1/a²)), highest power first.
-static const float erf_T[7] = {7.8538614e-5f, -8.0101936e-4f, 5.1883277e-3f, -2.6853812e-2f,
-                               1.1283585e-1f, -3.7612626e-1f, 1.1283792f};
-static const float erfc_P[9] = {2.3268199e-2f, -1.3870394e-1f, 3.6874247e-1f, -5.824733e-1f, 6.2100046e-1f,
-                                -4.9445153e-1f, 3.40488e-1f,   -2.741127e-1f, 5.6382594e-1f};
-static const float erfc_R[8] = {-1.0477664e1f, 1.297720e1f,    -7.4955187f,  2.921019f,
-                                -1.0152653f,   4.2184634e-1f, -2.8207674e-1f, 5.641895e-1f};
-
-/// gelu EXACT, 8 lanes: 0.5·x·(1 + erf(x/√2)) with Cephes `erff` / `erfcf`: for |z| < 1 (z =
-/// x/√2) erf z = z·T(z²); above, 1 + erf z = 2 − erfc|z| (z > 0) or erfc|z| (z < 0), erfc a =
-/// e^{−a²}·(1/a)·P(1/a²) (P for a < 2, R above), so the negative tail keeps its relative
-/// precision.
-AI v8f gelu_erf8(v8f x) {
-    const v8f z = x * splat(0.70710677f);
-    const v8i neg = z < splat(0.0f);
-    const v8f a = vsel(neg, -z, z);
-    const v8f small = splat(1.0f) + z * horner8(z * z, erf_T, 7);
-    const v8f q = splat(1.0f) / a, y = q * q;
-    const v8f p = horner8(y, erfc_P, 9);
-    const v8f rr = horner8(y, erfc_R, 8);
-    const v8f erfc = exp8v(-(a * a)) * q * vsel(a >= splat(2.0f), rr, p);
-    const v8f big = vsel(z > splat(0.0f), splat(2.0f) - erfc, erfc);
-    const v8i inSmall = a < splat(1.0f);
-    return splat(0.5f) * x * vsel(inSmall, small, big);
-}
-
-AI void gelu_erf_body(const float *x, float *y, long n) {
-    long i = 0;
-    for (; i + 8 <= n; i += 8) st8(y + i, gelu_erf8(ld8(x + i)));
-    if (i < n) {
-        float tail[8] = {0};
-        for (long k = i; k < n; k++) tail[k - i] = x[k];
-        const v8f g = gelu_erf8(ld8(tail));
-        for (long k = i; k < n; k++) y[k] = g[k - i];
-    }
-}
+// e^x, softmax rows, gelu EXACT at 8 lanes (ck_vmath.h; level 2 instantiates it at 16).
+#define VF v8f
+#define VI v8i
+#define VW 8
+#define VN(name) name##8
+#define VAI AI
+#include "ck_vmath.h"
+#undef VF
+#undef VI
+#undef VW
+#undef VN
+#undef VAI
 
 // MARK: - integer activations (Q8 / Q16 routes of fk_qgemm_nt_q8 / fk_qgemm_nt_q16)
 

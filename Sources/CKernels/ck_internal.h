@@ -68,6 +68,8 @@ FK_EVERY_SHAPE_BODIES(avx2)
 // they leave to the level below.
 FK_HIDDEN int fk__sgemm_nt_avx512(FK_ARGS_NT);
 FK_HIDDEN int fk__sgemm_nn_avx512(FK_ARGS_NT);
+FK_HIDDEN void fk__softmax_rows_avx512(float *x, long rows, long n, long ld);
+FK_HIDDEN void fk__gelu_erf_avx512(const float *x, float *y, long n);
 FK_HIDDEN void fk__sgemm_pack_nt_avx512(long N, long K, const float *B, long ldb, float *Bp);
 FK_HIDDEN void fk__sgemm_nt_packed_avx512(long M, long N, long K, const float *A, long lda, const float *Bp, long n0,
                                           float *C, long ldc, const float *bias, int acc);
