@@ -115,6 +115,106 @@ AI void sgemm_nt_body(long M, long N, long K, const float *A, long lda, const fl
     }
 }
 
+// MARK: - NT on packed panels (level 1): the AVX-512 route's layout and sums at 8 lanes
+
+/// Columns of a packed panel and columns of K per pass: those of the level-2 route
+/// (fk_sgemm_pack_nt's layout; the same sums in the same order, so the same bits).
+#define PNR 32
+#define PKC 512
+
+/// C[0 ..< mr, 0 ..< nc] (+)= A[0 ..< mr, 0 ..< K] · P[0 ..< K, 0 ..< nc] (+ bias): P is 16
+/// columns of a k-major panel (rows PNR floats apart), nc ≤ 16; a 6 × 16 tile (12 accumulators),
+/// each sum over k in order, one multiply-add per k, then + bias, then + C when `acc`.
+AI void ptile(const int mr, long K, const float *A, long lda, const float *P, float *C, long ldc, int nc, const float *bias,
+              int acc) {
+    v8f c[6][2];
+    for (int i = 0; i < mr; i++) c[i][0] = splat(0), c[i][1] = splat(0);
+    for (long k = 0; k < K; k++) {
+        const v8f b0 = ld8(P + k * PNR), b1 = ld8(P + k * PNR + 8);
+        for (int i = 0; i < mr; i++) {
+            const v8f a = splat(A[i * lda + k]);
+            c[i][0] = c[i][0] + a * b0;
+            c[i][1] = c[i][1] + a * b1;
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        float *d = C + i * ldc;
+        for (int j = 0; j < 2; j++) {
+            v8f v = c[i][j];
+            if (8 * j + 8 <= nc) {
+                if (bias) v = v + ld8(bias + 8 * j);
+                if (acc) v = ld8(d + 8 * j) + v;
+                st8(d + 8 * j, v);
+            } else {
+                for (int l = 0; l < nc - 8 * j; l++) {
+                    float x = v[l];
+                    if (bias) x = x + bias[8 * j + l];
+                    if (acc) x = d[8 * j + l] + x;
+                    d[8 * j + l] = x;
+                }
+            }
+        }
+    }
+}
+
+#define PT_CASE(MR) \
+    case MR: ptile(MR, K, A, lda, P, C, ldc, nc, bias, acc); break;
+
+AI void ptile_any(int mr, long K, const float *A, long lda, const float *P, float *C, long ldc, int nc, const float *bias, int acc) {
+    switch (mr) {
+        PT_CASE(1) PT_CASE(2) PT_CASE(3) PT_CASE(4) PT_CASE(5) PT_CASE(6)
+        default: break;
+    }
+}
+
+/// All M rows of A against one packed panel (K × PNR, k-major, zero past nc columns).
+AI void prows(long M, long K, const float *A, long lda, const float *P, float *C, long ldc, int nc, const float *bias, int acc) {
+    for (int h = 0; h < PNR && h < nc; h += 16) {
+        const int hn = nc - h < 16 ? nc - h : 16;
+        for (long m = 0; m < M; m += 6)
+            ptile_any((int)lmin(6, M - m), K, A + m * lda, lda, P + h, C + m * ldc + h, ldc, hn, bias ? bias + h : NULL, acc);
+    }
+}
+
+/// Bp[k·PNR + j] = B[j·ldb + k] for j < nr (≤ PNR), k < kc; zero for nr ≤ j < PNR.
+AI void pack_panel(const float *B, long ldb, int nr, long kc, float *Bp) {
+    for (long k = 0; k < kc; k++)
+        for (int j = 0; j < PNR; j++) Bp[k * PNR + j] = j < nr ? B[j * ldb + k] : 0.0f;
+}
+
+/// B (N × K) as panels of PNR columns: panel p at Bp + PNR·K·p, K × PNR floats, k-major (the
+/// layout of fk_sgemm_pack_nt).
+AI void sgemm_pack_nt_body(long N, long K, const float *B, long ldb, float *Bp) {
+    for (long j = 0; j < N; j += PNR) pack_panel(B + j * ldb, ldb, (int)lmin(PNR, N - j), K, Bp + j * K);
+}
+
+/// C = A · Bᵀ over B's packed panels, columns n0 ..< n0 + N (n0 % PNR == 0): K in passes of
+/// PKC, each pass's sums added to C (the AVX-512 route's order).
+AI void sgemm_nt_packed_body(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C, long ldc,
+                             const float *bias, int acc) {
+    for (long j = 0; j < N; j += PNR) {
+        const int nc = (int)lmin(PNR, N - j);
+        const float *panel = Bp + (n0 + j) * K;
+        for (long k0 = 0; k0 < K || k0 == 0; k0 += PKC)
+            prows(M, lmin(PKC, K - k0), A + k0, lda, panel + k0 * PNR, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL,
+                  k0 == 0 ? acc : 1);
+    }
+}
+
+/// fk_sgemm_nt with B packed a panel at a time into `panel` (PKC × PNR floats), for M ≥ 4 and
+/// N ≥ 24: the same tiles and bits as sgemm_nt_packed_body on fk_sgemm_pack_nt's panels.
+AI void sgemm_nt_panels_body(long M, long N, long K, const float *A, long lda, const float *B, long ldb, float *C, long ldc,
+                             const float *bias, int acc, float *panel) {
+    for (long j = 0; j < N; j += PNR) {
+        const int nc = (int)lmin(PNR, N - j);
+        for (long k0 = 0; k0 < K || k0 == 0; k0 += PKC) {
+            const long kc = lmin(PKC, K - k0);
+            if (kc > 0) pack_panel(B + j * ldb + k0, ldb, nc, kc, panel);
+            prows(M, kc, A + k0, lda, panel, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL, k0 == 0 ? acc : 1);
+        }
+    }
+}
+
 // MARK: - NN: C = A · B
 
 AI void nn_tile(const int mr, const int nv, long K, const float *A, long lda, const float *B, long ldb,

@@ -64,6 +64,10 @@ FK_EVERY_SHAPE_BODIES(gen)
 #define FK_X86 1
 // Level 1 (KernelsAVX2.c).
 FK_EVERY_SHAPE_BODIES(avx2)
+// The packed-panel NT route at level 1 (the layout of level 2's fk__sgemm_pack_nt_avx512).
+FK_HIDDEN void fk__sgemm_pack_nt_avx2(long N, long K, const float *B, long ldb, float *Bp);
+FK_HIDDEN void fk__sgemm_nt_packed_avx2(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C,
+                                        long ldc, const float *bias, int acc);
 // Level 2 (KernelsAVX512.c): return 1 when done, 0 for a shape (or an out-of-memory case)
 // they leave to the level below.
 FK_HIDDEN int fk__sgemm_nt_avx512(FK_ARGS_NT);
@@ -109,7 +113,7 @@ static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void q8_bl
 #endif
 
 /// A 64-byte aligned scratch buffer of at least `bytes`, private to the calling thread and
-/// reused by its later calls (slot 0/1: level-2 panels, 2: level-1 panel). Never free it; NULL
+/// reused by its later calls (slot 0/1: level-2 panels, 0 also level 1's fp32 NT panel, 2: level-1 int8 panel). Never free it; NULL
 /// when out of memory. One user per slot at a time (kernels do not nest).
 #define CK_SCRATCH_SLOTS 4  // 3: the Q8 / Q16 activations of fk_qgemm_nt_q8 / fk_qgemm_nt_q16
 void *ck_scratch(int slot, size_t bytes);
