@@ -22,10 +22,7 @@ AVX2 void fk__sgemm_nt_avx2(FK_ARGS_NT) {
     else sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
 }
 AVX2 void fk__sgemm_pack_nt_avx2(long N, long K, const float *B, long ldb, float *Bp) { sgemm_pack_nt_body(N, K, B, ldb, Bp); }
-AVX2 void fk__sgemm_nt_packed_avx2(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C,
-                                   long ldc, const float *bias, int acc) {
-    sgemm_nt_packed_body(M, N, K, A, lda, Bp, n0, C, ldc, bias, acc);
-}
+CK_PACKED_ENTRY(fk__sgemm_nt_packed_avx2, AVX2, prows, PKC)
 AVX2 void fk__sgemm_nn_avx2(FK_ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
 AVX2 void fk__qgemm_nt_avx2(FK_ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc, h2f_row_f16c); }
 AVX2 void fk__dequant_avx2(FK_ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo, h2f_row_f16c); }

@@ -509,16 +509,7 @@ T512 void fk__sgemm_pack_nt_avx512(long N, long K, const float *B, long ldb, flo
 
 /// fk__sgemm_nt_avx512 on B's packed form, columns n0 ..< n0 + N (n0 % 32 == 0): the same
 /// tiles over the same panels, so the same bits.
-T512 void fk__sgemm_nt_packed_avx512(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C,
-                                     long ldc, const float *bias, int acc) {
-    for (long j = 0; j < N; j += NRP) {
-        const int nc = (int)lmin5(NRP, N - j);
-        const float *panel = Bp + (n0 + j) * K;
-        for (long k0 = 0; k0 < K || k0 == 0; k0 += KC)
-            panel_rows(M, lmin5(KC, K - k0), A + k0, lda, panel + k0 * NRP, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL,
-                       k0 == 0 ? acc : 1);
-    }
-}
+CK_PACKED_ENTRY(fk__sgemm_nt_packed_avx512, T512, panel_rows, KC)
 
 T512 int fk__sgemm_nn_avx512(FK_ARGS_NT) {
     if (M <= 0 || N <= 0) return 1;

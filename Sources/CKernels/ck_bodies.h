@@ -188,21 +188,8 @@ AI void sgemm_pack_nt_body(long N, long K, const float *B, long ldb, float *Bp) 
     for (long j = 0; j < N; j += PNR) pack_panel(B + j * ldb, ldb, (int)lmin(PNR, N - j), K, Bp + j * K);
 }
 
-/// C = A · Bᵀ over B's packed panels, columns n0 ..< n0 + N (n0 % PNR == 0): K in passes of
-/// PKC, each pass's sums added to C (the AVX-512 route's order).
-AI void sgemm_nt_packed_body(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C, long ldc,
-                             const float *bias, int acc) {
-    for (long j = 0; j < N; j += PNR) {
-        const int nc = (int)lmin(PNR, N - j);
-        const float *panel = Bp + (n0 + j) * K;
-        for (long k0 = 0; k0 < K || k0 == 0; k0 += PKC)
-            prows(M, lmin(PKC, K - k0), A + k0, lda, panel + k0 * PNR, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL,
-                  k0 == 0 ? acc : 1);
-    }
-}
-
 /// fk_sgemm_nt with B packed a panel at a time into `panel` (PKC × PNR floats), for M ≥ 4 and
-/// N ≥ 24: the same tiles and bits as sgemm_nt_packed_body on fk_sgemm_pack_nt's panels.
+/// N ≥ 24: the same tiles and bits as prows over fk_sgemm_pack_nt's panels (ck_packed_walk).
 AI void sgemm_nt_panels_body(long M, long N, long K, const float *A, long lda, const float *B, long ldb, float *C, long ldc,
                              const float *bias, int acc, float *panel) {
     for (long j = 0; j < N; j += PNR) {
