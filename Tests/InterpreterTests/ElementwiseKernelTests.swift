@@ -174,6 +174,28 @@ final class ElementwiseKernelTests: XCTestCase {
         XCTAssertLessThanOrEqual(worstRel, 4e-6)
     }
 
+    /// layer_norm over the encoder's rows ([300, 384], the last axis, with gamma and beta)
+    /// against Double (x − mean)/√(var + eps)·γ + β within 2e-6 (relative to max(|want|, 1)).
+    func testEncoderWidthLayerNormMatchesDouble() throws {
+        let (rows, n) = (300, 384)
+        let xs = (0..<rows * n).map { Float(sin(Double($0) * 0.013) * 3 + Double($0 % 7)) }
+        let gamma = (0..<n).map { Float(1 + 0.01 * Double($0 % 13)) }, beta = (0..<n).map { Float(0.1 * Double($0 % 5) - 0.2) }
+        let got = try runKernel("layer_norm", ["x": Tensor(.fp32, shape: [rows, n], floats: xs), "axes": Tensor(.int32, shape: [1], ints: [-1]),
+                                               "gamma": Tensor(.fp32, shape: [n], floats: gamma), "beta": Tensor(.fp32, shape: [n], floats: beta),
+                                               "epsilon": .scalar(1e-5)], out: .fp32).floats
+        var worst = 0.0
+        for r in 0..<rows {
+            let row = xs[(r * n)..<((r + 1) * n)].map(Double.init)
+            let mean = row.reduce(0, +) / Double(n)
+            let v = row.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(n)
+            for i in 0..<n {
+                let want = (row[i] - mean) / (v + 1e-5).squareRoot() * Double(gamma[i]) + Double(beta[i])
+                worst = max(worst, abs(Double(got[r * n + i]) - want) / max(1, abs(want)))
+            }
+        }
+        XCTAssertLessThanOrEqual(worst, 2e-6)
+    }
+
     // MARK: - broadcasting
 
     func testBroadcastShapes() throws {
