@@ -28,7 +28,37 @@
 #pragma STDC FP_CONTRACT OFF
 #pragma clang diagnostic ignored "-Wpsabi"
 
-#include "ck_exp.h"  // exp8v, compiled here without FMA contraction
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+// e^x at 8 lanes from ck_vmath.h (the scheme of the softmax and gelu kernels), compiled here
+// without FMA contraction: the same bits as the Interpreter's Swift FastExp.exp8.
+#define VF v8f
+#define VI v8i
+#define VW 8
+#define VN(name) name##_attn8
+#define VAI static inline __attribute__((always_inline))
+#include "ck_vmath.h"
+#undef VF
+#undef VI
+#undef VW
+#undef VN
+#undef VAI
+
+/// w[i] = e^(w[i] − shift) for i in 0 ..< n, 8 lanes at a time (the tail through a padded
+/// vector): behind a pointer interface, so the `target(...)` body below calls it without
+/// passing a vector across an ISA boundary.
+static inline __attribute__((always_inline)) void exp_shifted(float *w, long n, float shift) {
+    const v8f s = vsplat_attn8(shift);
+    long i = 0;
+    for (; i + 8 <= n; i += 8) vstore_attn8(w + i, vexp_attn8(vload_attn8(w + i) - s));
+    if (i < n) {
+        float tail[8] = {0};
+        for (long c = i; c < n; c++) tail[c - i] = w[c];
+        const v8f x = vexp_attn8(vload_attn8(tail) - s);
+        for (long c = i; c < n; c++) w[c] = x[c - i];
+    }
+}
 
 #define AI static inline __attribute__((always_inline))
 
@@ -461,9 +491,9 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
         for (long t = 0; t < d; t++) o[t] = NAN;
         return;
     }
-    // e^(w - max) 8 at a time (exp8v, the scheme of the graph's softmax kernel), then the
+    // e^(w - max) 8 at a time (ck_vmath.h's vexp, the scheme of the graph's softmax kernel), then the
     // denominator summed in column order.
-    ck_exp_shifted(w, nc, maxv);
+    exp_shifted(w, nc, maxv);
     float denom = 0;
     for (long i = 0; i < nc; i++) denom += w[i];
     const float inv = 1 / denom;

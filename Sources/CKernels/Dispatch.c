@@ -80,7 +80,7 @@ void fk_sgemm_nt(FK_ARGS_NT) { FK_DISPATCH(sgemm_nt, M, N, K, A, lda, B, ldb, C,
 
 long fk_sgemm_nt_packed_size(long N, long K) {
 #if FK_X86
-    if (fk_simd_level() >= 2 && N > 0 && K > 0 && N <= (1L << 40) / K) return (N + 31) / 32 * 32 * K;
+    if (fk_simd_level() >= 1 && N > 0 && K > 0 && N <= (1L << 40) / K) return (N + 31) / 32 * 32 * K;
 #endif
     (void)N, (void)K;
     return 0;
@@ -88,7 +88,11 @@ long fk_sgemm_nt_packed_size(long N, long K) {
 
 int fk_sgemm_pack_nt(long N, long K, const float *B, long ldb, float *Bp) {
 #if FK_X86
-    if (fk_sgemm_nt_packed_size(N, K) > 0) { fk__sgemm_pack_nt_avx512(N, K, B, ldb, Bp); return 1; }
+    if (fk_sgemm_nt_packed_size(N, K) > 0) {
+        if (fk_simd_level() >= 2) fk__sgemm_pack_nt_avx512(N, K, B, ldb, Bp);
+        else fk__sgemm_pack_nt_avx2(N, K, B, ldb, Bp);
+        return 1;
+    }
 #endif
     (void)N, (void)K, (void)B, (void)ldb, (void)Bp;
     return 0;
@@ -97,8 +101,9 @@ int fk_sgemm_pack_nt(long N, long K, const float *B, long ldb, float *Bp) {
 int fk_sgemm_nt_packed(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C, long ldc,
                        const float *bias, int acc) {
 #if FK_X86
-    if (fk_simd_level() >= 2 && M >= 4 && N > 0 && K > 0 && n0 % 32 == 0) {
-        fk__sgemm_nt_packed_avx512(M, N, K, A, lda, Bp, n0, C, ldc, bias, acc);
+    if (fk_simd_level() >= 1 && M >= 4 && N > 0 && K > 0 && n0 % 32 == 0) {
+        if (fk_simd_level() >= 2) fk__sgemm_nt_packed_avx512(M, N, K, A, lda, Bp, n0, C, ldc, bias, acc);
+        else fk__sgemm_nt_packed_avx2(M, N, K, A, lda, Bp, n0, C, ldc, bias, acc);
         return 1;
     }
 #endif
@@ -114,6 +119,7 @@ void fk_dequant(FK_ARGS_DQ) { FK_DISPATCH(dequant, W, r0, rows, c0, cols, out, l
 
 void fk_softmax_rows(float *x, long rows, long n, long ld) {
 #if FK_X86
+    if (fk_simd_level() >= 2) { fk__softmax_rows_avx512(x, rows, n, ld); return; }
     if (fk_simd_level() >= 1) { fk__softmax_rows_avx2(x, rows, n, ld); return; }
 #endif
     fk__softmax_rows_gen(x, rows, n, ld);
@@ -121,6 +127,7 @@ void fk_softmax_rows(float *x, long rows, long n, long ld) {
 
 void fk_gelu_erf(const float *x, float *y, long n) {
 #if FK_X86
+    if (fk_simd_level() >= 2) { fk__gelu_erf_avx512(x, y, n); return; }
     if (fk_simd_level() >= 1) { fk__gelu_erf_avx2(x, y, n); return; }
 #endif
     fk__gelu_erf_gen(x, y, n);

@@ -15,12 +15,19 @@ static AVX2 void h2f_row_f16c(const uint16_t *h, float *f, long n) {
     for (; i < n; i++) f[i] = _cvtsh_ss(h[i]);
 }
 
-AVX2 void fk__sgemm_nt_avx2(FK_ARGS_NT) { sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
+AVX2 void fk__sgemm_nt_avx2(FK_ARGS_NT) {
+    // Rows and columns enough for panels: B packed a panel at a time (the packed route's bits).
+    float *panel = M >= 4 && N >= 24 && K > 0 ? ck_scratch(0, (size_t)PKC * PNR * sizeof(float)) : NULL;
+    if (panel) sgemm_nt_panels_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc, panel);
+    else sgemm_nt_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc);
+}
+AVX2 void fk__sgemm_pack_nt_avx2(long N, long K, const float *B, long ldb, float *Bp) { sgemm_pack_nt_body(N, K, B, ldb, Bp); }
+CK_PACKED_ENTRY(fk__sgemm_nt_packed_avx2, AVX2, prows, PKC)
 AVX2 void fk__sgemm_nn_avx2(FK_ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
 AVX2 void fk__qgemm_nt_avx2(FK_ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc, h2f_row_f16c); }
 AVX2 void fk__dequant_avx2(FK_ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo, h2f_row_f16c); }
-AVX2 void fk__softmax_rows_avx2(float *x, long rows, long n, long ld) { softmax_body(x, rows, n, ld); }
-AVX2 void fk__gelu_erf_avx2(const float *x, float *y, long n) { gelu_erf_body(x, y, n); }
+AVX2 void fk__softmax_rows_avx2(float *x, long rows, long n, long ld) { softmax_body8(x, rows, n, ld); }
+AVX2 void fk__gelu_erf_avx2(const float *x, float *y, long n) { gelu_erf_body8(x, y, n); }
 #endif
 
 // MARK: - Q8 / Q16 routes: int8 or int16 activations × int8 weights

@@ -509,16 +509,7 @@ T512 void fk__sgemm_pack_nt_avx512(long N, long K, const float *B, long ldb, flo
 
 /// fk__sgemm_nt_avx512 on B's packed form, columns n0 ..< n0 + N (n0 % 32 == 0): the same
 /// tiles over the same panels, so the same bits.
-T512 void fk__sgemm_nt_packed_avx512(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C,
-                                     long ldc, const float *bias, int acc) {
-    for (long j = 0; j < N; j += NRP) {
-        const int nc = (int)lmin5(NRP, N - j);
-        const float *panel = Bp + (n0 + j) * K;
-        for (long k0 = 0; k0 < K || k0 == 0; k0 += KC)
-            panel_rows(M, lmin5(KC, K - k0), A + k0, lda, panel + k0 * NRP, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL,
-                       k0 == 0 ? acc : 1);
-    }
-}
+CK_PACKED_ENTRY(fk__sgemm_nt_packed_avx512, T512, panel_rows, KC)
 
 T512 int fk__sgemm_nn_avx512(FK_ARGS_NT) {
     if (M <= 0 || N <= 0) return 1;
@@ -537,6 +528,29 @@ T512 int fk__sgemm_nn_avx512(FK_ARGS_NT) {
     }
     return 1;
 }
+
+// MARK: - exp, softmax rows, gelu EXACT: ck_vmath.h at 16 lanes
+
+#include <math.h>
+#include <string.h>
+#pragma clang diagnostic ignored "-Wpsabi"
+
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+#define VF v16f
+#define VI v16i
+#define VW 16
+#define VN(name) name##16
+#define VAI AI5
+#include "ck_vmath.h"
+#undef VF
+#undef VI
+#undef VW
+#undef VN
+#undef VAI
+
+T512 void fk__softmax_rows_avx512(float *x, long rows, long n, long ld) { softmax_body16(x, rows, n, ld); }
+T512 void fk__gelu_erf_avx512(const float *x, float *y, long n) { gelu_erf_body16(x, y, n); }
 
 // MARK: - Q8 route with VNNI: int8 activations × int8 weights
 

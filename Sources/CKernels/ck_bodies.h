@@ -35,7 +35,6 @@ AI v8f splat(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
 AI float hsum8(v8f v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
 AI long lmin(long a, long b) { return a < b ? a : b; }
 
-#include "ck_exp.h"
 
 /// Prefetch distance (bytes ahead in the weight stream) of the int8 matrix-vector loop, and
 /// its __builtin_prefetch locality (2 = prefetcht1: into L2).
@@ -113,6 +112,93 @@ AI void sgemm_nt_body(long M, long N, long K, const float *A, long lda, const fl
                 nt_tile_any(mr, nr, K, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc,
                             bias ? bias + n : NULL, acc);
             }
+        }
+    }
+}
+
+// MARK: - NT on packed panels (level 1): the AVX-512 route's layout and sums at 8 lanes
+
+/// Columns of a packed panel and columns of K per pass: those of the level-2 route
+/// (fk_sgemm_pack_nt's layout; the same sums in the same order, so the same bits).
+#define PNR 32
+#define PKC 512
+
+/// C[0 ..< mr, 0 ..< nc] (+)= A[0 ..< mr, 0 ..< K] · P[0 ..< K, 0 ..< nc] (+ bias): P is 16
+/// columns of a k-major panel (rows PNR floats apart), nc ≤ 16; a 6 × 16 tile (12 accumulators),
+/// each sum over k in order, one multiply-add per k, then + bias, then + C when `acc`.
+AI void ptile(const int mr, long K, const float *A, long lda, const float *P, float *C, long ldc, int nc, const float *bias,
+              int acc) {
+    v8f c[6][2];
+    for (int i = 0; i < mr; i++) c[i][0] = splat(0), c[i][1] = splat(0);
+    for (long k = 0; k < K; k++) {
+        const v8f b0 = ld8(P + k * PNR), b1 = ld8(P + k * PNR + 8);
+        for (int i = 0; i < mr; i++) {
+            const v8f a = splat(A[i * lda + k]);
+            c[i][0] = c[i][0] + a * b0;
+            c[i][1] = c[i][1] + a * b1;
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        float *d = C + i * ldc;
+        for (int j = 0; j < 2; j++) {
+            v8f v = c[i][j];
+            if (8 * j + 8 <= nc) {
+                if (bias) v = v + ld8(bias + 8 * j);
+                if (acc) v = ld8(d + 8 * j) + v;
+                st8(d + 8 * j, v);
+            } else {
+                for (int l = 0; l < nc - 8 * j; l++) {
+                    float x = v[l];
+                    if (bias) x = x + bias[8 * j + l];
+                    if (acc) x = d[8 * j + l] + x;
+                    d[8 * j + l] = x;
+                }
+            }
+        }
+    }
+}
+
+#define PT_CASE(MR) \
+    case MR: ptile(MR, K, A, lda, P, C, ldc, nc, bias, acc); break;
+
+AI void ptile_any(int mr, long K, const float *A, long lda, const float *P, float *C, long ldc, int nc, const float *bias, int acc) {
+    switch (mr) {
+        PT_CASE(1) PT_CASE(2) PT_CASE(3) PT_CASE(4) PT_CASE(5) PT_CASE(6)
+        default: break;
+    }
+}
+
+/// All M rows of A against one packed panel (K × PNR, k-major, zero past nc columns).
+AI void prows(long M, long K, const float *A, long lda, const float *P, float *C, long ldc, int nc, const float *bias, int acc) {
+    for (int h = 0; h < PNR && h < nc; h += 16) {
+        const int hn = nc - h < 16 ? nc - h : 16;
+        for (long m = 0; m < M; m += 6)
+            ptile_any((int)lmin(6, M - m), K, A + m * lda, lda, P + h, C + m * ldc + h, ldc, hn, bias ? bias + h : NULL, acc);
+    }
+}
+
+/// Bp[k·PNR + j] = B[j·ldb + k] for j < nr (≤ PNR), k < kc; zero for nr ≤ j < PNR.
+AI void pack_panel(const float *B, long ldb, int nr, long kc, float *Bp) {
+    for (long k = 0; k < kc; k++)
+        for (int j = 0; j < PNR; j++) Bp[k * PNR + j] = j < nr ? B[j * ldb + k] : 0.0f;
+}
+
+/// B (N × K) as panels of PNR columns: panel p at Bp + PNR·K·p, K × PNR floats, k-major (the
+/// layout of fk_sgemm_pack_nt).
+AI void sgemm_pack_nt_body(long N, long K, const float *B, long ldb, float *Bp) {
+    for (long j = 0; j < N; j += PNR) pack_panel(B + j * ldb, ldb, (int)lmin(PNR, N - j), K, Bp + j * K);
+}
+
+/// fk_sgemm_nt with B packed a panel at a time into `panel` (PKC × PNR floats), for M ≥ 4 and
+/// N ≥ 24: the same tiles and bits as prows over fk_sgemm_pack_nt's panels (ck_packed_walk).
+AI void sgemm_nt_panels_body(long M, long N, long K, const float *A, long lda, const float *B, long ldb, float *C, long ldc,
+                             const float *bias, int acc, float *panel) {
+    for (long j = 0; j < N; j += PNR) {
+        const int nc = (int)lmin(PNR, N - j);
+        for (long k0 = 0; k0 < K || k0 == 0; k0 += PKC) {
+            const long kc = lmin(PKC, K - k0);
+            if (kc > 0) pack_panel(B + j * ldb + k0, ldb, nc, kc, panel);
+            prows(M, kc, A + k0, lda, panel, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL, k0 == 0 ? acc : 1);
         }
     }
 }
@@ -380,86 +466,20 @@ panel_route:;
 
 // MARK: - exp, softmax, gelu
 
-// vsel and exp8v: ck_exp.h (shared with Attention.c).
+typedef int32_t v8i __attribute__((vector_size(32)));
 
-AI void softmax_body(float *x, long rows, long n, long ld) {
-    for (long r = 0; r < rows; r++) {
-        float *p = x + r * ld;
-        float m = -INFINITY;
-        for (long i = 0; i < n; i++) m = p[i] > m ? p[i] : m;
-        if (m == -INFINITY) {
-            for (long i = 0; i < n; i++) p[i] = NAN;
-            continue;
-        }
-        const v8f mv = splat(m);
-        v8f acc = splat(0);
-        long i = 0;
-        for (; i + 8 <= n; i += 8) {
-            const v8f e = exp8v(ld8(p + i) - mv);
-            st8(p + i, e);
-            acc += e;
-        }
-        float s = hsum8(acc);
-        if (i < n) {
-            float tail[8] = {0};
-            for (long k = i; k < n; k++) tail[k - i] = p[k] - m;
-            const v8f e = exp8v(ld8(tail));
-            for (long k = i; k < n; k++) {
-                p[k] = e[k - i];
-                s += e[k - i];
-            }
-        }
-        const float inv = 1 / s;
-        for (long k = 0; k < n; k++) p[k] = p[k] * inv;
-    }
-}
-
-/// c[0]·yⁿ⁻¹ + c[1]·yⁿ⁻² + … + c[n−1] by Horner's rule, one step `r·y + c[i]` (one FMA where
-/// FMA exists) per coefficient after the first. `n` is a constant at every call: the loop
-/// unrolls into the n − 1 steps, the coefficients into immediates.
-AI v8f horner8(v8f y, const float *c, int n) {
-    v8f r = splat(c[0]);
-    for (int i = 1; i < n; i++) r = r * y + splat(c[i]);
-    return r;
-}
-
-/// Cephes `erff` (T: erf z = z·T(z²) for |z| < 1) and `erfcf` (P for 1 ≤ |z| < 2, R above:
-/// erfc a = e^{−a²}·(1/a)·P(1/a²)), highest power first.
-static const float erf_T[7] = {7.8538614e-5f, -8.0101936e-4f, 5.1883277e-3f, -2.6853812e-2f,
-                               1.1283585e-1f, -3.7612626e-1f, 1.1283792f};
-static const float erfc_P[9] = {2.3268199e-2f, -1.3870394e-1f, 3.6874247e-1f, -5.824733e-1f, 6.2100046e-1f,
-                                -4.9445153e-1f, 3.40488e-1f,   -2.741127e-1f, 5.6382594e-1f};
-static const float erfc_R[8] = {-1.0477664e1f, 1.297720e1f,    -7.4955187f,  2.921019f,
-                                -1.0152653f,   4.2184634e-1f, -2.8207674e-1f, 5.641895e-1f};
-
-/// gelu EXACT, 8 lanes: 0.5·x·(1 + erf(x/√2)) with Cephes `erff` / `erfcf`: for |z| < 1 (z =
-/// x/√2) erf z = z·T(z²); above, 1 + erf z = 2 − erfc|z| (z > 0) or erfc|z| (z < 0), erfc a =
-/// e^{−a²}·(1/a)·P(1/a²) (P for a < 2, R above), so the negative tail keeps its relative
-/// precision.
-AI v8f gelu_erf8(v8f x) {
-    const v8f z = x * splat(0.70710677f);
-    const v8i neg = z < splat(0.0f);
-    const v8f a = vsel(neg, -z, z);
-    const v8f small = splat(1.0f) + z * horner8(z * z, erf_T, 7);
-    const v8f q = splat(1.0f) / a, y = q * q;
-    const v8f p = horner8(y, erfc_P, 9);
-    const v8f rr = horner8(y, erfc_R, 8);
-    const v8f erfc = exp8v(-(a * a)) * q * vsel(a >= splat(2.0f), rr, p);
-    const v8f big = vsel(z > splat(0.0f), splat(2.0f) - erfc, erfc);
-    const v8i inSmall = a < splat(1.0f);
-    return splat(0.5f) * x * vsel(inSmall, small, big);
-}
-
-AI void gelu_erf_body(const float *x, float *y, long n) {
-    long i = 0;
-    for (; i + 8 <= n; i += 8) st8(y + i, gelu_erf8(ld8(x + i)));
-    if (i < n) {
-        float tail[8] = {0};
-        for (long k = i; k < n; k++) tail[k - i] = x[k];
-        const v8f g = gelu_erf8(ld8(tail));
-        for (long k = i; k < n; k++) y[k] = g[k - i];
-    }
-}
+// e^x, softmax rows, gelu EXACT at 8 lanes (ck_vmath.h; level 2 instantiates it at 16).
+#define VF v8f
+#define VI v8i
+#define VW 8
+#define VN(name) name##8
+#define VAI AI
+#include "ck_vmath.h"
+#undef VF
+#undef VI
+#undef VW
+#undef VN
+#undef VAI
 
 // MARK: - integer activations (Q8 / Q16 routes of fk_qgemm_nt_q8 / fk_qgemm_nt_q16)
 

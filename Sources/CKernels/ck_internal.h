@@ -67,10 +67,16 @@ FK_EVERY_SHAPE_BODIES(gen)
 #define FK_X86 1
 // Level 1 (KernelsAVX2.c).
 FK_EVERY_SHAPE_BODIES(avx2)
+// The packed-panel NT route at level 1 (the layout of level 2's fk__sgemm_pack_nt_avx512).
+FK_HIDDEN void fk__sgemm_pack_nt_avx2(long N, long K, const float *B, long ldb, float *Bp);
+FK_HIDDEN void fk__sgemm_nt_packed_avx2(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C,
+                                        long ldc, const float *bias, int acc);
 // Level 2 (KernelsAVX512.c): return 1 when done, 0 for a shape (or an out-of-memory case)
 // they leave to the level below.
 FK_HIDDEN int fk__sgemm_nt_avx512(FK_ARGS_NT);
 FK_HIDDEN int fk__sgemm_nn_avx512(FK_ARGS_NT);
+FK_HIDDEN void fk__softmax_rows_avx512(float *x, long rows, long n, long ld);
+FK_HIDDEN void fk__gelu_erf_avx512(const float *x, float *y, long n);
 FK_HIDDEN void fk__sgemm_pack_nt_avx512(long N, long K, const float *B, long ldb, float *Bp);
 FK_HIDDEN void fk__sgemm_nt_packed_avx512(long M, long N, long K, const float *A, long lda, const float *Bp, long n0,
                                           float *C, long ldc, const float *bias, int acc);
@@ -109,8 +115,41 @@ static inline __attribute__((always_inline, target("avx2,fma,f16c"))) void q8_bl
 }
 #endif
 
+/// The row kernel of a packed-panel walk: C[0 ..< M, 0 ..< nc] (+)= A[0 ..< M, 0 ..< K] · P
+/// (+ bias), P one panel of fk_sgemm_pack_nt's layout (K × 32 floats, k-major, zero past nc).
+typedef void (*ck_panel_rows_fn)(long M, long K, const float *A, long lda, const float *P, float *C, long ldc, int nc,
+                                 const float *bias, int acc);
+
+/// C = A · Bᵀ over B's packed panels (fk_sgemm_pack_nt: panel p at Bp + 32·K·p), columns
+/// n0 ..< n0 + N (n0 % 32 == 0), K in passes of `kc` columns, each pass's sums added to C:
+/// the walk of the packed routes of levels 1 and 2 (their row kernels differ).
+static inline __attribute__((always_inline)) void ck_packed_walk(long M, long N, long K, const float *A, long lda,
+                                                                 const float *Bp, long n0, float *C, long ldc,
+                                                                 const float *bias, int acc, long kc, ck_panel_rows_fn rows) {
+    for (long j = 0; j < N; j += 32) {
+        const int nc = (int)(N - j < 32 ? N - j : 32);
+        const float *panel = Bp + (n0 + j) * K;
+        for (long k0 = 0; k0 < K || k0 == 0; k0 += kc)
+            rows(M, K - k0 < kc ? K - k0 : kc, A + k0, lda, panel + k0 * 32, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL,
+                 k0 == 0 ? acc : 1);
+    }
+}
+
+/// Defines the packed entry point `ENTRY` of a level (ck_packed_walk over K passes of `KCV`)
+/// with `ROWS`, an always-inline row kernel of that level, as its out-of-line row kernel;
+/// `ATTR` is the level's target attribute.
+#define CK_PACKED_ENTRY(ENTRY, ATTR, ROWS, KCV)                                                                        \
+    static ATTR void ENTRY##_rows(long M, long K, const float *A, long lda, const float *P, float *C, long ldc, int nc,  \
+                                  const float *bias, int acc) {                                                         \
+        ROWS(M, K, A, lda, P, C, ldc, nc, bias, acc);                                                                   \
+    }                                                                                                                   \
+    ATTR void ENTRY(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C, long ldc,      \
+                    const float *bias, int acc) {                                                                       \
+        ck_packed_walk(M, N, K, A, lda, Bp, n0, C, ldc, bias, acc, KCV, ENTRY##_rows);                                  \
+    }
+
 /// A 64-byte aligned scratch buffer of at least `bytes`, private to the calling thread and
-/// reused by its later calls (slot 0/1: level-2 panels, 2: level-1 panel). Never free it; NULL
+/// reused by its later calls (slot 0/1: level-2 panels, 0 also level 1's fp32 NT panel, 2: level-1 int8 panel). Never free it; NULL
 /// when out of memory. One user per slot at a time (kernels do not nest).
 #define CK_SCRATCH_SLOTS 4  // 3: the Q8 / Q16 activations of fk_qgemm_nt_q8 / fk_qgemm_nt_q16
 void *ck_scratch(int slot, size_t bytes);

@@ -34,13 +34,28 @@ extension AttentionFusion {
         }
 
         /// A resolved K or V: its buffer and where head `kvh`, row `j` starts
-        /// (`offset + kvh · headStride + j · D`).
+        /// (`offset + kvh · headStride + j · rowStride`; `rowStride` is D but for the strided
+        /// view of an encoder-sized query, see ``packedQueryRows``).
         struct Geometry {
             let buffer: KV
             let offset: Int, kv: Int, rep: Int, headStride: Int, rows: Int, dim: Int, heads: Int
+            var rowStride: Int
+
+            init(buffer: KV, offset: Int, kv: Int, rep: Int, headStride: Int, rows: Int, dim: Int, heads: Int, rowStride: Int? = nil) {
+                self.buffer = buffer
+                self.offset = offset; self.kv = kv; self.rep = rep; self.headStride = headStride
+                self.rows = rows; self.dim = dim; self.heads = heads
+                self.rowStride = rowStride ?? dim
+            }
+
+            /// Rows `rowStride` apart, not D: only the blocked route (``Runtime/blocked``) reads them.
+            var strided: Bool { rowStride != dim }
         }
 
-        /// Query rows up to which K / V that are not D-contiguous are packed for the fused kernel.
+        /// Query rows up to which K / V that are not D-contiguous are packed for the per-row
+        /// kernel (`fk_attention`). A longer query over fp32 K / V rows read in place with a row
+        /// stride (an encoder's heads split from [1, S, H, D]) runs the blocked route instead:
+        /// per head two GEMMs and softmax rows, the heads split across cores.
         static let packedQueryRows = 16
 
         /// `packed`: copy the view into a dense [1, H, T, D] tensor even where it could be read in
@@ -62,20 +77,26 @@ extension AttentionFusion {
             guard shape.count == 4, shape[0] == 1 else { throw LayoutView.Mismatch(reason: "key / value view is \(shape), not [1, H, T, D]") }
             let (heads, rows, dim) = (shape[1], shape[2], shape[3])
             let d = view.factors(3), t = view.factors(2), h = view.factors(1)
-            guard !packed, d.isEmpty || d == [.init(size: dim, stride: 1)], t.isEmpty || t == [.init(size: rows, stride: dim)] else {
+            let dContiguous = d.isEmpty || d == [.init(size: dim, stride: 1)]
+            let rowStride = t.isEmpty ? dim : t.count == 1 && t[0].stride > 0 ? t[0].stride : nil
+            if packed || !dContiguous || rowStride != dim {
                 // Rows that are not D-contiguous (a key or value transposed from [1, S, H, D], as
-                // an encoder's attention reads them): packed once into [1, H, T, D].
+                // an encoder's attention reads them).
                 guard case .tensor = kv else { throw LayoutView.Mismatch(reason: "cache rows are not contiguous") }
-                // The fused kernel takes one query row at a time: for an encoder-sized query the
-                // original ops (two GEMMs and softmax rows) are faster (bert6_384 at S = 128:
-                // 2.6 ms vs about 1 ms an attention), so only short queries are packed and fused.
-                guard queryRows <= Self.packedQueryRows else {
-                    throw LayoutView.Mismatch(reason: "a \(queryRows)-row query over K / V that need packing runs faster unfused")
+                // The per-row kernel at S = 128 took 2.6 ms an attention of bert6_384 against
+                // about 1 ms for the original ops: a long query reads the rows in place through
+                // the blocked route (below); a short one packs them once into [1, H, T, D].
+                let blocked = !packed && queryRows > Self.packedQueryRows && dContiguous && rowStride != nil
+                if !blocked {
+                    guard queryRows <= Self.packedQueryRows else {
+                        throw LayoutView.Mismatch(reason: "a \(queryRows)-row query over K / V rows that are not row-strided")
+                    }
+                    let dense = try view.gather(kv)
+                    return Geometry(buffer: .tensor(Tensor(.fp32, shape: shape, floats: dense)), offset: 0, kv: heads, rep: 1,
+                                    headStride: rows * dim, rows: rows, dim: dim, heads: heads)
                 }
-                let dense = try view.gather(kv)
-                return Geometry(buffer: .tensor(Tensor(.fp32, shape: shape, floats: dense)), offset: 0, kv: heads, rep: 1,
-                                headStride: rows * dim, rows: rows, dim: dim, heads: heads)
             }
+            let rs = rowStride ?? dim
             var kvHeads = 1, rep = 1, hs = 0
             switch h.count {
             case 0: break
@@ -86,10 +107,11 @@ extension AttentionFusion {
             }
             guard view.base >= 0, hs >= 0 else { throw LayoutView.Mismatch(reason: "negative stride") }
             let count = kv.shape.reduce(1, *)
-            guard rows == 0 || view.base + (kvHeads - 1) * hs + rows * dim <= count else {
+            guard rows == 0 || view.base + (kvHeads - 1) * hs + (rows - 1) * rs + dim <= count else {
                 throw LayoutView.Mismatch(reason: "view outside its buffer")
             }
-            return Geometry(buffer: kv, offset: view.base, kv: kvHeads, rep: rep, headStride: hs, rows: rows, dim: dim, heads: heads)
+            return Geometry(buffer: kv, offset: view.base, kv: kvHeads, rep: rep, headStride: hs, rows: rows, dim: dim, heads: heads,
+                            rowStride: rs)
         }
 
         func fused(_ flat: [RuntimeValue], dtype: DType) throws -> RuntimeValue {
@@ -107,6 +129,15 @@ extension AttentionFusion {
                 throw LayoutView.Mismatch(reason: "key and value views differ (\(kg.kv)×\(kg.rep) vs \(vg.kv)×\(vg.rep) heads)")
             }
             let (h, s, d, t) = (q.shape[1], q.shape[2], kg.dim, kg.rows)
+            if kg.strided || vg.strided {
+                let (mask, mshape) = try paddedMask(hasMask ? flat[3] : nil, rows: s, columns: t, ctx: t)
+                let p: Problem
+                do {
+                    p = try Problem(q: q.shape, k: [1, kg.kv, t, d], v: [1, vg.kv, t, d], mask: mshape, rep: kg.rep)
+                } catch let e as KernelError { throw LayoutView.Mismatch(reason: e.reason) }
+                let out = try blocked(p, q: q.floats, k: kg, v: vg, mask: mask, scale: scale ?? 1 / Float(d).squareRoot())
+                return .tensor(Tensor(dtype, shape: [1, h, s, d], floats: out))
+            }
             // One row pitch for K and V: the kernel reads head kvh at kvh · ctx · D.
             var ctx = t
             for g in [kg, vg] where g.kv > 1 {
@@ -124,6 +155,48 @@ extension AttentionFusion {
             let sc = scale ?? 1 / Float(d).squareRoot()
             let out = try run(p, q: q.floats, k: kg.buffer, v: vg.buffer, mask: mask, scale: sc, kOffset: kg.offset, vOffset: vg.offset)
             return .tensor(Tensor(dtype, shape: [1, h, s, d], floats: out))
+        }
+
+        /// The blocked route of a long query over fp32 K / V read in place (rows
+        /// `rowStride` apart): per head, the graph's own operations in its order
+        /// (``MatmulKernels/attentionHead``: Q·Kᵀ, `· scale`, `+ mask`, softmax rows, ·V), the
+        /// heads split across cores. [H, S, D] floats.
+        /// - Throws: `LayoutView.Mismatch` when K or V is not a tensor (a state is read by the
+        ///   per-row kernel only).
+        func blocked(_ p: Problem, q: [Float], k kg: Geometry, v vg: Geometry, mask: [Float], scale: Float) throws -> [Float] {
+            guard case let .tensor(kt) = kg.buffer, case let .tensor(vt) = vg.buffer else {
+                throw LayoutView.Mismatch(reason: "strided key / value rows that are not a tensor")
+            }
+            let (h, s, d, t) = (p.h, p.s, p.d, p.ctx)
+            guard h * s * d > 0 else { return [] }
+            guard t > 0 else { return [Float](repeating: .nan, count: h * s * d) }
+            var out: [Float] = BufferPool.uninitialized(h * s * d)
+            let kf = kt.floats, vf = vt.floats
+            MatmulKernels.withBase(q) { qp in
+                MatmulKernels.withBase(kf) { kp in
+                    MatmulKernels.withBase(vf) { vp in
+                        MatmulKernels.withBase(mask) { mp in
+                            out.withUnsafeMutableBufferPointer { op in
+                                let o = op.baseAddress!
+                                GEMM.parallelChunks(h, work: h * s * t * 2 * d) { r in
+                                    let scores = UnsafeMutablePointer<Float>.allocate(capacity: s * t)
+                                    defer { scores.deallocate() }
+                                    for head in r {
+                                        let kvh = head / p.rep
+                                        MatmulKernels.attentionHead(
+                                            l: s, s: t, e: d, ev: d, q: qp + head * s * d, ldq: d,
+                                            k: kp + kg.offset + kvh * kg.headStride, ldk: kg.rowStride,
+                                            v: vp + vg.offset + kvh * vg.headStride, ldv: vg.rowStride,
+                                            mask: mp + head * p.maskHeadStride, maskRowStride: p.maskRowStride, maskColumnStride: 1,
+                                            scale: scale, out: o + head * s * d, ldo: d, scores: scores, threaded: false)
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            return out
         }
 
         /// The additive mask as floats over `ctx` columns: a boolean mask as 0 / −inf, no mask as

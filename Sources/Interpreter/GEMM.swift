@@ -69,8 +69,8 @@ public enum GEMM {
                    c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil,
                    accumulate: Bool = false, threaded: Bool = true) {
         let acc: Int32 = accumulate ? 1 : 0
-        // Column panels: AVX-512 32 wide, AVX2 3 · 4.
-        splitProduct(m: m, n: n, k: k, threaded: threaded, wideFrom: 32, columnAlign: simdLevel >= 2 ? 32 : 12, rowAlign: 8) { rows, cols in
+        // Column panels: 32 wide (levels 1-2), portable 3 · 4.
+        splitProduct(m: m, n: n, k: k, threaded: threaded, wideFrom: 32, columnAlign: simdLevel >= 1 ? 32 : 12, rowAlign: 8) { rows, cols in
             fk_sgemm_nt(rows.count, cols.count, k, a + rows.lowerBound * lda, lda, b + cols.lowerBound * ldb, ldb,
                         c + rows.lowerBound * ldc + cols.lowerBound, ldc, bias.map { $0 + cols.lowerBound }, acc)
         }
@@ -92,13 +92,13 @@ public enum GEMM {
 
     /// ``nt`` with B (`n × k`, contiguous) taken from its packed panels when it is a constant of
     /// the running plan (``BufferPool/packedConstant(_:n:k:)``), the level has that route and
-    /// the product has rows enough for it (m ≥ 4, n ≥ 24, as `fk_sgemm_nt`'s AVX-512 route);
+    /// the product has rows enough for it (m ≥ 4, n ≥ 24, as `fk_sgemm_nt`'s panel route);
     /// else ``nt`` on `weight`. Chunks of whole 32-column panels.
     static func ntPacked(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, weight: [Float],
                          c: UnsafeMutablePointer<Float>, ldc: Int, bias: UnsafePointer<Float>? = nil) {
         guard m > 0, n > 0 else { return }
         MatmulKernels.withBase(weight) { b in
-            guard m >= 4, n >= 24, k > 0, simdLevel >= 2, let p = BufferPool.current?.packedConstant(weight, n: n, k: k) else {
+            guard m >= 4, n >= 24, k > 0, simdLevel >= 1, let p = BufferPool.current?.packedConstant(weight, n: n, k: k) else {
                 nt(m: m, n: n, k: k, a: a, lda: lda, b: b, ldb: k, c: c, ldc: ldc, bias: bias)
                 return
             }

@@ -29,8 +29,8 @@ public enum KernelISA {
             "int8_q8": l >= 2 && fk_cpu_has_vnni() != 0 ? "avx512-vnni" : l >= 1 ? "avx2" : "portable",
             "int8_q16": l >= 2 && fk_cpu_has_vnni() != 0 ? "avx512-vnni" : l >= 1 ? "avx2" : "portable",
             "attention": fk_attention_simd_level() != 0 ? "avx2" : "portable",
-            "softmax": l >= 1 ? "avx2" : "portable",
-            "gelu": l >= 1 ? "avx2" : "portable",
+            "softmax": simd,
+            "gelu": simd,
         ]
     }
 }

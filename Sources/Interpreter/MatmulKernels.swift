@@ -316,33 +316,20 @@ enum MatmulKernels {
                             let cp = op.baseAddress!
                             func one(_ b: Int, threaded: Bool) {
                                 let off = batch.offsets(b)
-                                var scores = [Float](repeating: 0, count: l * s)
-                                scores.withUnsafeMutableBufferPointer { sp in
-                                    let sc = sp.baseAddress!
-                                    if s > 0 {
-                                        GEMM.nt(m: l, n: s, k: e, a: qp + off[0], lda: e, b: kp + off[1], ldb: e, c: sc, ldc: s, threaded: threaded)
+                                var mbase = 0
+                                if mask != nil {
+                                    var rem = b
+                                    for d in stride(from: br - 1, through: 0, by: -1) {
+                                        mbase += (rem % batch.shape[d]) * maskStrides[d]
+                                        rem /= batch.shape[d]
                                     }
-                                    var mbase = 0
-                                    if mask != nil {
-                                        var rem = b
-                                        for d in stride(from: br - 1, through: 0, by: -1) {
-                                            mbase += (rem % batch.shape[d]) * maskStrides[d]
-                                            rem /= batch.shape[d]
-                                        }
-                                    }
-                                    for i in 0..<l {
-                                        let row = sc + i * s
-                                        if mask != nil {
-                                            let mrow = mp + mbase + i * maskStrides[br]
-                                            let ms = maskStrides[br + 1]
-                                            for j in 0..<s { row[j] = row[j] * scale + mrow[j * ms] }
-                                        } else {
-                                            for j in 0..<s { row[j] *= scale }
-                                        }
-                                    }
-                                    fk_softmax_rows(sc, l, s, s)
-                                    GEMM.nn(m: l, n: ev, k: s, a: sc, lda: s, b: vp + off[2], ldb: ev, c: cp + b * l * ev, ldc: ev, threaded: threaded)
                                 }
+                                let scores = UnsafeMutablePointer<Float>.allocate(capacity: max(1, l * s))
+                                defer { scores.deallocate() }
+                                attentionHead(l: l, s: s, e: e, ev: ev, q: qp + off[0], ldq: e, k: kp + off[1], ldk: e,
+                                              v: vp + off[2], ldv: ev, mask: mask == nil ? nil : mp + mbase,
+                                              maskRowStride: mask == nil ? 0 : maskStrides[br], maskColumnStride: mask == nil ? 0 : maskStrides[br + 1],
+                                              scale: scale, out: cp + b * l * ev, ldo: ev, scores: scores, threaded: threaded)
                             }
                             if batch.count >= 2 {
                                 GEMM.parallelChunks(batch.count, work: batch.count * l * s * (e + ev)) { r in for b in r { one(b, threaded: false) } }
@@ -355,6 +342,36 @@ enum MatmulKernels {
             }
         }
         return [.tensor(Tensor(floatDType(q.dtype), shape: outShape, floats: out))]
+    }
+
+    /// One head of `softmax(Q·Kᵀ·scale + mask)·V`: Q `l × e` (rows `ldq` apart), K `s × e` (rows
+    /// `ldk` apart), V `s × ev` (rows `ldv` apart), all fp32; the output `l × ev` (rows `ldo`
+    /// apart) is overwritten. The scores are rounded as the graph's ops round them: the fp32
+    /// product, then `· scale`, then `+ mask[i·maskRowStride + j·maskColumnStride]` (no mask: the
+    /// product times `scale`), then softmax rows (`fk_softmax_rows`: a row of all −∞ is NaN; no key column (`s` 0):
+    /// zeros). `scores`: `l·s` floats of scratch. `threaded`: the two products may split across cores.
+    /// Used by `scaled_dot_product_attention` and the fused attention of encoder-sized queries.
+    static func attentionHead(l: Int, s: Int, e: Int, ev: Int, q: UnsafePointer<Float>, ldq: Int, k: UnsafePointer<Float>, ldk: Int,
+                              v: UnsafePointer<Float>, ldv: Int, mask: UnsafePointer<Float>?, maskRowStride: Int,
+                              maskColumnStride: Int, scale: Float, out: UnsafeMutablePointer<Float>, ldo: Int,
+                              scores sc: UnsafeMutablePointer<Float>, threaded: Bool) {
+        guard l > 0, ev > 0 else { return }
+        if s > 0 { GEMM.nt(m: l, n: s, k: e, a: q, lda: ldq, b: k, ldb: ldk, c: sc, ldc: s, threaded: threaded) }
+        for i in 0..<l {
+            let row = sc + i * s
+            if let mask {
+                let mrow = mask + i * maskRowStride
+                if maskColumnStride == 1 {
+                    for j in 0..<s { row[j] = row[j] * scale + mrow[j] }
+                } else {
+                    for j in 0..<s { row[j] = row[j] * scale + mrow[j * maskColumnStride] }
+                }
+            } else {
+                for j in 0..<s { row[j] *= scale }
+            }
+        }
+        fk_softmax_rows(sc, l, s, s)
+        GEMM.nn(m: l, n: ev, k: s, a: sc, lda: s, b: v, ldb: ldv, c: out, ldc: ldo, threaded: threaded)
     }
 
     // MARK: - helpers

@@ -1,7 +1,7 @@
 import CKernels
 import Foundation
 
-/// A plan's constant fp32 `linear` weights kept in the panel layout of the AVX-512 GEMM
+/// A plan's constant fp32 `linear` weights kept in the panel layout of the fp32 GEMM's levels 1-2
 /// (`fk_sgemm_pack_nt`; owned by the plan's ``BufferPool``, see
 /// ``BufferPool/packedConstant(_:n:k:)``), so a product with many activation rows (an encoder,
 /// a prefill) does not pack its weight again on every call: that packing was 10–13 % of the

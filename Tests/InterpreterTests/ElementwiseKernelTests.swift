@@ -109,6 +109,39 @@ final class ElementwiseKernelTests: XCTestCase {
         }
     }
 
+    /// fk_softmax_rows at every SIMD level (16 lanes at level 2, 8 below) against Double
+    /// `exp(x − max) / Σ` within 4e-6 relative + 1e-6 (a few ulp of exp plus the fp32 row sum):
+    /// row lengths around the vector widths, the largest value in the tail, a row of all −inf
+    /// (NaN, as torch), a NaN in a row (the whole row NaN), rows `ld` apart with the gap untouched.
+    func testSoftmaxRowsEveryLevelMatchesDouble() {
+        defer { fk_set_simd_level(-1) }
+        for level in [0, 1, 2] {
+            fk_set_simd_level(Int32(level))
+            for n in [1, 7, 8, 15, 16, 17, 33, 128, 131] {
+                let (rows, ld) = (4, n + 3)
+                var x = [Float](repeating: 42, count: rows * ld)
+                for r in 0..<rows { for c in 0..<n { x[r * ld + c] = Float(sin(Double(r * 31 + c) * 0.7) * 9) } }
+                x[ld + n - 1] = 30  // row 1: the largest value last (in the tail when n % 8 != 0)
+                for c in 0..<n { x[2 * ld + c] = -.infinity }  // row 2: all −inf
+                x[3 * ld + n / 2] = .nan  // row 3: a NaN
+                let src = x
+                x.withUnsafeMutableBufferPointer { fk_softmax_rows($0.baseAddress, rows, n, ld) }
+                for r in [0, 1] {
+                    let row = (0..<n).map { Double(src[r * ld + $0]) }
+                    let m = row.max()!
+                    let e = row.map { Foundation.exp($0 - m) }
+                    let total = e.reduce(0, +)
+                    for c in 0..<n {
+                        XCTAssertEqual(Double(x[r * ld + c]), e[c] / total, accuracy: 4e-6 * e[c] / total + 1e-6, "level \(level) n \(n) row \(r) col \(c)")
+                    }
+                }
+                XCTAssertTrue((0..<n).allSatisfy { x[2 * ld + $0].isNaN }, "level \(level) n \(n): all −inf row")
+                XCTAssertTrue((0..<n).allSatisfy { x[3 * ld + $0].isNaN }, "level \(level) n \(n): NaN row")
+                for r in 0..<rows { for c in n..<ld { XCTAssertEqual(x[r * ld + c], 42, "level \(level) n \(n): the gap") } }
+            }
+        }
+    }
+
     /// The gelu (EXACT) and softmax ops split large inputs across cores (chunks of elements,
     /// chunks of rows): tensors big enough to be split give the Double-precision references
     /// (gelu: 0.5·x·erfc(−x/√2) within 4e-7·max(|x|, 1); softmax: exp(x − max) / Σ within
@@ -139,6 +172,28 @@ final class ElementwiseKernelTests: XCTestCase {
             }
         }
         XCTAssertLessThanOrEqual(worstRel, 4e-6)
+    }
+
+    /// layer_norm over the encoder's rows ([300, 384], the last axis, with gamma and beta)
+    /// against Double (x − mean)/√(var + eps)·γ + β within 2e-6 (relative to max(|want|, 1)).
+    func testEncoderWidthLayerNormMatchesDouble() throws {
+        let (rows, n) = (300, 384)
+        let xs = (0..<rows * n).map { Float(sin(Double($0) * 0.013) * 3 + Double($0 % 7)) }
+        let gamma = (0..<n).map { Float(1 + 0.01 * Double($0 % 13)) }, beta = (0..<n).map { Float(0.1 * Double($0 % 5) - 0.2) }
+        let got = try runKernel("layer_norm", ["x": Tensor(.fp32, shape: [rows, n], floats: xs), "axes": Tensor(.int32, shape: [1], ints: [-1]),
+                                               "gamma": Tensor(.fp32, shape: [n], floats: gamma), "beta": Tensor(.fp32, shape: [n], floats: beta),
+                                               "epsilon": .scalar(1e-5)], out: .fp32).floats
+        var worst = 0.0
+        for r in 0..<rows {
+            let row = xs[(r * n)..<((r + 1) * n)].map(Double.init)
+            let mean = row.reduce(0, +) / Double(n)
+            let v = row.map { ($0 - mean) * ($0 - mean) }.reduce(0, +) / Double(n)
+            for i in 0..<n {
+                let want = (row[i] - mean) / (v + 1e-5).squareRoot() * Double(gamma[i]) + Double(beta[i])
+                worst = max(worst, abs(Double(got[r * n + i]) - want) / max(1, abs(want)))
+            }
+        }
+        XCTAssertLessThanOrEqual(worst, 2e-6)
     }
 
     // MARK: - broadcasting

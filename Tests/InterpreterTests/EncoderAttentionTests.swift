@@ -1,3 +1,4 @@
+import Foundation
 import GraphIR
 @testable import Interpreter
 import TestSupport
@@ -60,5 +61,69 @@ final class EncoderAttentionTests: XCTestCase {
         let fused = try ExecutionPlan(function: f)
         XCTAssertEqual(fused.fusionSites.filter { $0.kind == "attention" && $0.reason == nil }.count, 2)
         XCTAssertEqual(message(fused), plain)
+    }
+    /// A query longer than the packed-K / V limit (24 > 16 rows) over K / V read in place from
+    /// `[1, S, H·D]` (coremltools' BERT chain: `reshape` → `transpose`, the key's perm negative)
+    /// runs the blocked route (per head Q·Kᵀ, scale, mask, softmax, ·V) fused on every call,
+    /// at every SIMD level, within 1e-5 of a scalar Double reference of the graph's semantics.
+    func testLongQueryOverStridedKVRunsBlockedAndMatchesReference() throws {
+        let (s, h, d) = (24, 3, 8)
+        let e = h * d
+        let scale: Float = 0.35
+        let b = ProgramBuilder()
+        let ql = b.input("q", .tensor(.fp32, [1, s, e])), kl = b.input("k", .tensor(.fp32, [1, s, e]))
+        let vl = b.input("v", .tensor(.fp32, [1, s, e])), mask = b.input("mask", .tensor(.fp32, [1, 1, 1, s]))
+        func split(_ x: Value, _ n: String, _ perm: [Int32], _ shape: [Int]) -> Value {
+            let r = b.apply("reshape", ["x": x, "shape": b.const("\(n)_shape", ints: [1, Int32(s), Int32(h), Int32(d)], shape: [4])],
+                            .tensor(.fp32, [1, s, h, d]))
+            return b.apply("transpose", ["x": r, "perm": b.const("\(n)_perm", ints: perm, shape: [4])], .tensor(.fp32, shape))
+        }
+        let q = split(ql, "q", [0, 2, 1, 3], [1, h, s, d]), kt = split(kl, "k", [0, 2, -1, -3], [1, h, d, s])
+        let v = split(vl, "v", [0, 2, 1, 3], [1, h, s, d])
+        let f = b.const("f", bools: [false], shape: [])
+        let sc = b.apply("matmul", ["x": q, "y": kt, "transpose_x": f, "transpose_y": f], .tensor(.fp32, [1, h, s, s]))
+        let scaled = b.apply("mul", ["x": sc, "y": b.const("scale", floats: [scale], shape: [])], .tensor(.fp32, [1, h, s, s]))
+        let masked = b.apply("add", ["x": scaled, "y": mask], .tensor(.fp32, [1, h, s, s]))
+        let p = b.apply("softmax", ["x": masked, "axis": b.const("axis", ints: [-1], shape: [])], .tensor(.fp32, [1, h, s, s]))
+        let o = b.apply("matmul", ["x": p, "y": v, "transpose_x": f, "transpose_y": f], .tensor(.fp32, [1, h, s, d]), name: "o")
+        let fn = b.function(outputs: [o])
+
+        var g = KVCacheFusionTests.Rand(state: 11)
+        let (qf, kf, vf) = (g.array(s * e), g.array(s * e), g.array(s * e))
+        var mf = [Float](repeating: 0, count: s)
+        for j in [3, 17, 23] { mf[j] = -10000 }
+        // The reference: scores in Double from the fp32 inputs, each head over [S, H, D].
+        var want = [Float](repeating: 0, count: h * s * d)
+        for hh in 0..<h {
+            for i in 0..<s {
+                var w = (0..<s).map { j -> Double in
+                    var acc = 0.0
+                    for t in 0..<d { acc += Double(qf[i * e + hh * d + t]) * Double(kf[j * e + hh * d + t]) }
+                    return acc * Double(scale) + Double(mf[j])
+                }
+                let mx = w.max()!
+                w = w.map { Foundation.exp($0 - mx) }
+                let sum = w.reduce(0, +)
+                for t in 0..<d {
+                    var acc = 0.0
+                    for j in 0..<s { acc += w[j] / sum * Double(vf[j * e + hh * d + t]) }
+                    want[(hh * s + i) * d + t] = Float(acc)
+                }
+            }
+        }
+        let inputs = ["q": Tensor(.fp32, shape: [1, s, e], floats: qf), "k": Tensor(.fp32, shape: [1, s, e], floats: kf),
+                      "v": Tensor(.fp32, shape: [1, s, e], floats: vf), "mask": Tensor(.fp32, shape: [1, 1, 1, s], floats: mf)]
+        defer { GEMM.simdLevel = -1 }
+        for level in 0...2 {
+            GEMM.simdLevel = level
+            let plan = try ExecutionPlan(function: fn)
+            let got = try XCTUnwrap(try plan.run(inputs: inputs)["o"]).floats
+            let site = try XCTUnwrap(plan.fusionSites.first { $0.kind == "attention" })
+            XCTAssertNil(site.reason)
+            XCTAssertEqual(site.fusedCalls, 1, "level \(level): \(site.fallbacks)")
+            XCTAssertEqual(got.count, want.count)
+            let diff = zip(got, want).map { abs($0 - $1) }.max() ?? .infinity
+            XCTAssertLessThan(diff, 1e-5, "level \(level)")
+        }
     }
 }

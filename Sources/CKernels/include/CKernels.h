@@ -34,15 +34,16 @@ void fk_sgemm_nt(long M, long N, long K, const float *A, long lda, const float *
                  float *C, long ldc, const float *bias, int accumulate);
 
 /// Floats of B's packed form for ``fk_sgemm_nt_packed`` (N × K: 32-column panels of K × 32,
-/// zero past N), or 0 when the current level has no packed route (below level 2, or N·K
-/// beyond 2^40). The packed form belongs to the level it was made at.
+/// zero past N), or 0 when the current level has no packed route (level 0, or N·K beyond
+/// 2^40). Levels 1 and 2 share the layout.
 long fk_sgemm_nt_packed_size(long N, long K);
 /// Packs B (N × K, rows `ldb` apart) into `Bp` (``fk_sgemm_nt_packed_size`` floats) as
 /// ``fk_sgemm_nt`` packs it on every call. Returns 1, or 0 (nothing written) without a route.
 int fk_sgemm_pack_nt(long N, long K, const float *B, long ldb, float *Bp);
 /// ``fk_sgemm_nt`` for B's columns n0 ..< n0+N (n0 a multiple of 32) from its packed form `Bp`
-/// (the tiles and panels of fk_sgemm_nt's level-2 route, so its bits for N ≥ 24). Returns 1, or
-/// 0 (nothing done) below level 2 or for M < 4: then call fk_sgemm_nt on B itself.
+/// (the panels of fk_sgemm_nt's route at levels 1 and 2, so its bits for M ≥ 4, N ≥ 24: each
+/// sum over k in order, one multiply-add per k, in passes of 512). Returns 1, or 0 (nothing
+/// done) at level 0 or for M < 4: then call fk_sgemm_nt on B itself.
 int fk_sgemm_nt_packed(long M, long N, long K, const float *A, long lda, const float *Bp, long n0, float *C, long ldc,
                        const float *bias, int acc);
 
