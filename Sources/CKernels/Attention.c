@@ -399,7 +399,14 @@ AI BODY_TARGET long SFX(scores)(const float *q, const void *k, int half, const f
         cols[nc++] = (int32_t)j;
     }
     long i = 0;
-    for (; i + 8 <= nc; i += 8) SFX(dot8_rows)(q, k, half, cols + i, d, w + i);
+    const long rowb = d * (half ? 2 : 4);
+    for (; i + 8 <= nc; i += 8) {
+        // The K rows 64 kept columns ahead (at depth they come from DRAM): a hint only.
+        if (i + 72 <= nc)
+            for (int c = 0; c < 8; c++)
+                for (long o = 0; o < rowb; o += 64) __builtin_prefetch((const char *)k + (long)cols[i + 64 + c] * rowb + o, 0, 3);
+        SFX(dot8_rows)(q, k, half, cols + i, d, w + i);
+    }
     for (; i < nc; i++) {
         const long j = cols[i];
         w[i] = half ? SFX(dot_h)(q, (const uint16_t *)k + j * d, d) : SFX(dot_f)(q, (const float *)k + j * d, d);
@@ -423,6 +430,9 @@ AI BODY_TARGET void SFX(wsum64)(float *o, const float *w, const int32_t *cols, l
         const uint16_t *vb = (const uint16_t *)v + t0;
         for (long i = 0; i < ncols; i++) {
             const uint16_t *r = vb + (long)cols[i] * d;
+            // The V row 32 kept columns ahead, on the first 64-wide pass (a hint only).
+            if (t0 == 0 && i + 32 < ncols)
+                for (long o = 0; o < d * 2; o += 64) __builtin_prefetch((const char *)(vb + (long)cols[i + 32] * d) + o, 0, 3);
             v8f ww = SFX(splat)(w[i]);
             a0 = a0 + ww * LD8H(r);
             a1 = a1 + ww * LD8H(r + 8);
