@@ -33,17 +33,9 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 
 // e^x at 8 lanes from ck_vmath.h (the scheme of the softmax and gelu kernels), compiled here
 // without FMA contraction: the same bits as the Interpreter's Swift FastExp.exp8.
-#define VF v8f
-#define VI v8i
-#define VW 8
 #define VN(name) name##_attn8
 #define VAI static inline __attribute__((always_inline))
 #include "ck_vmath.h"
-#undef VF
-#undef VI
-#undef VW
-#undef VN
-#undef VAI
 
 /// w[i] = e^(w[i] − shift) for i in 0 ..< n, 8 lanes at a time (the tail through a padded
 /// vector): behind a pointer interface, so the `target(...)` body below calls it without

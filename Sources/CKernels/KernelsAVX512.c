@@ -543,11 +543,6 @@ typedef int32_t v16i __attribute__((vector_size(64)));
 #define VN(name) name##16
 #define VAI AI5
 #include "ck_vmath.h"
-#undef VF
-#undef VI
-#undef VW
-#undef VN
-#undef VAI
 
 T512 void fk__softmax_rows_avx512(float *x, long rows, long n, long ld) { softmax_body16(x, rows, n, ld); }
 T512 void fk__gelu_erf_avx512(const float *x, float *y, long n) { gelu_erf_body16(x, y, n); }

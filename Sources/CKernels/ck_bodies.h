@@ -469,17 +469,9 @@ panel_route:;
 typedef int32_t v8i __attribute__((vector_size(32)));
 
 // e^x, softmax rows, gelu EXACT at 8 lanes (ck_vmath.h; level 2 instantiates it at 16).
-#define VF v8f
-#define VI v8i
-#define VW 8
 #define VN(name) name##8
 #define VAI AI
 #include "ck_vmath.h"
-#undef VF
-#undef VI
-#undef VW
-#undef VN
-#undef VAI
 
 // MARK: - integer activations (Q8 / Q16 routes of fk_qgemm_nt_q8 / fk_qgemm_nt_q16)
 

@@ -4,9 +4,17 @@
 //   VW        the lane count (8 or 16),
 //   VN(name)  this width's name of `name` (e.g. name##8),
 //   VAI       the function attributes (always-inline, plus a target where the includer needs one).
-// ck_bodies.h instantiates it at 8 lanes (levels 0 and 1), KernelsAVX512.c at 16 (level 2):
+// and undefines them at its end. Without VW it is the 8-lane instance: VF v8f, VI v8i (both
+// typedefs the includer's). ck_bodies.h (levels 0 and 1) and Attention.c instantiate it at 8
+// lanes, KernelsAVX512.c at 16 (level 2):
 // the same operations lane by lane (a*b + c contracts to one FMA where the target has FMA),
 // so exp and gelu give the same bits at levels 1 and 2; softmax sums its row in another order.
+
+#ifndef VW
+#define VW 8
+#define VF v8f
+#define VI v8i
+#endif
 
 VAI VF VN(vsplat)(float s) {
     VF v;
@@ -156,3 +164,9 @@ VAI void VN(gelu_erf_body)(const float *x, float *y, long n) {
         for (long k = i; k < n; k++) y[k] = g[k - i];
     }
 }
+
+#undef VF
+#undef VI
+#undef VW
+#undef VN
+#undef VAI
