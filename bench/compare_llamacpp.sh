@@ -47,6 +47,9 @@ PY="$ROOT/tools/.venv/bin/python"
 
 ROUNDS=3 P=128 N=128 R=3 T=2 D=1024 MODES="" TORCH=0 MARKDOWN="" WAIT_IDLE=600 ISA=native
 while [ $# -gt 0 ]; do
+    case "$1" in  # an option that takes a value, last: a usage error, not set -u's "unbound variable"
+        --rounds|-p|-n|-r|-t|-d|--wait-idle|--isa) [ $# -ge 2 ] || { echo "$1 needs a value (see --help)" >&2; exit 64; } ;;
+    esac
     case "$1" in
         --rounds) ROUNDS="$2"; shift 2 ;;
         -p) P="$2"; shift 2 ;;

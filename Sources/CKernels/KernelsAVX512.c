@@ -355,7 +355,7 @@ AI5 void pack_nt(const float *B, long ldb, int nr, long kc, float *Bp) {
                 r[j] = jb + j < nr ? _mm512_maskz_loadu_ps(km, B + (jb + j) * ldb + k0) : _mm512_setzero_ps();
             tr16(r);
             const long kn = lmin5(16, kc - k0);
-            for (long t = 0; t < kn; t++) _mm512_store_ps(Bp + (k0 + t) * NRP + jb, r[t]);
+            for (long t = 0; t < kn; t++) _mm512_storeu_ps(Bp + (k0 + t) * NRP + jb, r[t]);
         }
     }
 }

@@ -74,7 +74,7 @@ extension AttentionFusion {
     static func run(_ p: Problem, q: [Float], k: KV, v: KV, mask: [Float], scale: Float,
                     kOffset: Int = 0, vOffset: Int = 0) throws -> [Float] {
         guard p.outCount > 0 else { return [] }
-        guard p.ctx > 0 else { return [Float](repeating: .nan, count: p.outCount) }
+        guard p.ctx > 0 else { return [Float](repeating: 0, count: p.outCount) }  // no key column: zeros, as the graph gives
         // fk_attention writes every element (a computed row or a NaN row).
         var out: [Float] = BufferPool.uninitialized(p.outCount)
         let rc: Int32 = try k.withStorage { kp0, kHalf in

@@ -129,6 +129,10 @@ extension AttentionFusion {
                 throw LayoutView.Mismatch(reason: "key and value views differ (\(kg.kv)×\(kg.rep) vs \(vg.kv)×\(vg.rep) heads)")
             }
             let (h, s, d, t) = (q.shape[1], q.shape[2], kg.dim, kg.rows)
+            if t == 0 {  // no key column: softmax over an empty axis, then an empty product: zeros, as the graph and torch give
+                _ = try paddedMask(hasMask ? flat[3] : nil, rows: s, columns: 0, ctx: 0)
+                return .tensor(Tensor(dtype, shape: [1, h, s, d], floats: [Float](repeating: 0, count: h * s * d)))
+            }
             if kg.strided || vg.strided {
                 let (mask, mshape) = try paddedMask(hasMask ? flat[3] : nil, rows: s, columns: t, ctx: t)
                 let p: Problem
@@ -169,7 +173,7 @@ extension AttentionFusion {
             }
             let (h, s, d, t) = (p.h, p.s, p.d, p.ctx)
             guard h * s * d > 0 else { return [] }
-            guard t > 0 else { return [Float](repeating: .nan, count: h * s * d) }
+            guard t > 0 else { return [Float](repeating: 0, count: h * s * d) }  // no key column: zeros, as the graph gives
             var out: [Float] = BufferPool.uninitialized(h * s * d)
             let kf = kt.floats, vf = vt.floats
             MatmulKernels.withBase(q) { qp in

@@ -17,7 +17,7 @@ final class PackedWeights: @unchecked Sendable {
     /// Packed floats kept at most per plan (1 GiB).
     static let budgetBytes = 1 << 30
 
-    /// One weight's panels in 64-byte aligned memory (what the packing stores need).
+    /// One weight's panels in 64-byte aligned memory (each panel row one cache line).
     final class Panels {
         let source: [Float]
         let pointer: UnsafeMutablePointer<Float>

@@ -126,4 +126,35 @@ final class EncoderAttentionTests: XCTestCase {
             XCTAssertLessThan(diff, 1e-5, "level \(level)")
         }
     }
+
+    /// No key column (K / V of 0 rows): softmax over an empty axis, then an empty product, gives
+    /// zeros in the unfused graph (and in torch's scaled_dot_product_attention); the fused
+    /// attention gave NaN, through the per-row kernel (a 2-row query) and the blocked route (a
+    /// 20-row query over K / V transposed from [1, T, H, D]) alike.
+    func testEmptyKeyGivesTheUnfusedGraphsZeros() throws {
+        for (s, strided) in [(2, false), (20, true)] {
+            let (h, d) = (2, 4)
+            let b = ProgramBuilder()
+            let q = b.input("q", .tensor(.fp32, [1, h, s, d]))
+            var k: Value, v: Value
+            if strided {
+                let kl = b.input("k", .tensor(.fp32, [1, 0, h, d])), vl = b.input("v", .tensor(.fp32, [1, 0, h, d]))
+                k = b.apply("transpose", ["x": kl, "perm": b.const("kp", ints: [0, 2, 1, 3], shape: [4])], .tensor(.fp32, [1, h, 0, d]))
+                v = b.apply("transpose", ["x": vl, "perm": b.const("vp", ints: [0, 2, 1, 3], shape: [4])], .tensor(.fp32, [1, h, 0, d]))
+            } else {
+                k = b.input("k", .tensor(.fp32, [1, h, 0, d]))
+                v = b.input("v", .tensor(.fp32, [1, h, 0, d]))
+            }
+            let o = b.apply("scaled_dot_product_attention", ["query": q, "key": k, "value": v], .tensor(.fp32, [1, h, s, d]), name: "o")
+            let fn = b.function(outputs: [o])
+            let kv = Tensor(.fp32, shape: strided ? [1, 0, h, d] : [1, h, 0, d], floats: [])
+            let inputs = ["q": Tensor(.fp32, shape: [1, h, s, d], floats: (0..<(h * s * d)).map { Float($0) * 0.1 }), "k": kv, "v": kv]
+            let want = try XCTUnwrap(try ExecutionPlan(function: fn, observing: .all).run(inputs: inputs)["o"]).floats
+            let plan = try ExecutionPlan(function: fn)
+            let got = try XCTUnwrap(try plan.run(inputs: inputs)["o"]).floats
+            XCTAssertEqual(want, [Float](repeating: 0, count: h * s * d), "s \(s): the unfused graph")
+            XCTAssertEqual(got, want, "s \(s) strided \(strided): fused vs unfused")
+            XCTAssertEqual(plan.fusionSites.first?.fusedCalls, 1, "s \(s): \(plan.fusionSites.first?.fallbacks ?? [:])")
+        }
+    }
 }

@@ -87,4 +87,33 @@ final class PackedWeightsTests: XCTestCase {
             }
         }
     }
+
+    /// fk_sgemm_pack_nt into a buffer only 4-byte aligned (a C caller's malloc + 1 float, a
+    /// Swift array): nothing in the header asks for more. Level 2's packing stored its panels
+    /// with aligned 64-byte stores and crashed there (SIGSEGV, N = 1, K = 1). The product from
+    /// those panels against the Double triple loop.
+    func testPackingIntoAnUnalignedBufferAtEveryLevel() {
+        var rng = MMRandom(seed: 5)
+        defer { fk_set_simd_level(-1) }
+        for (m, n, k) in [(4, 1, 1), (5, 33, 31), (7, 24, 17)] {
+            let a = rng.floats(m * k), w = rng.floats(n * k)
+            let want = reference(m, n, k, a, w, nil)
+            for level in [2, 1] {
+                fk_set_simd_level(Int32(level))
+                let count = Int(fk_sgemm_nt_packed_size(n, k))
+                guard count > 0 else { continue }
+                let raw = UnsafeMutableRawPointer.allocate(byteCount: (count + 1) * 4, alignment: 64)
+                defer { raw.deallocate() }
+                let bp = raw.bindMemory(to: Float.self, capacity: count + 1) + 1  // 4 bytes past a 64-byte boundary
+                XCTAssertEqual(w.withUnsafeBufferPointer { fk_sgemm_pack_nt(n, k, $0.baseAddress, k, bp) }, 1)
+                var c = [Float](repeating: .nan, count: m * n)
+                let done = a.withUnsafeBufferPointer { ap in c.withUnsafeMutableBufferPointer { fk_sgemm_nt_packed(m, n, k, ap.baseAddress, k, bp, 0, $0.baseAddress, n, nil, 0) } }
+                XCTAssertEqual(done, 1, "m\(m) n\(n) k\(k) level \(level)")
+                for i in 0..<c.count where !(abs(c[i] - want[i]) <= 1e-5 * Float(k + 2) * max(1, abs(want[i]))) {
+                    XCTFail("m\(m) n\(n) k\(k) level \(fk_simd_level()): element \(i) is \(c[i]), expected \(want[i])")
+                    break
+                }
+            }
+        }
+    }
 }
