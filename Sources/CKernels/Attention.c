@@ -427,6 +427,12 @@ AI BODY_TARGET long SFX(scores)(const float *q, const void *k, int half, const f
     return nc;
 }
 
+/// The fp16 V row 32 kept columns ahead of column i, on the first 64-wide pass (a hint only).
+AI BODY_TARGET void SFX(prefetch_v)(const uint16_t *vb, const int32_t *cols, long i, long ncols, long d, long t0) {
+    if (t0 == 0 && i + 32 < ncols)
+        for (long o = 0; o < d * 2; o += 64) __builtin_prefetch((const char *)(vb + (long)cols[i + 32] * d) + o, 0, 3);
+}
+
 /// o[t0 ..< t0 + 64] = sum_i w[i] · v_row(cols[i])[…], accumulated in 8 registers; the same
 /// additions in the same order as adding into `o` column by column.
 AI BODY_TARGET void SFX(wsum64)(float *o, const float *w, const int32_t *cols, long ncols, const void *v, int half,
@@ -437,8 +443,7 @@ AI BODY_TARGET void SFX(wsum64)(float *o, const float *w, const int32_t *cols, l
         const uint16_t *vb = (const uint16_t *)v + t0;
         for (long i = 0; i < ncols; i++) {
             const uint16_t *r = vb + (long)cols[i] * d;
-            if (t0 == 0 && i + 32 < ncols)
-                for (long o = 0; o < d * 2; o += 64) __builtin_prefetch((const char *)(vb + (long)cols[i + 32] * d) + o, 0, 3);
+            SFX(prefetch_v)(vb, cols, i, ncols, d, t0);
             const __m512 ww = _mm512_set1_ps(w[i]);
             z0 = _mm512_add_ps(z0, _mm512_mul_ps(ww, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r))));
             z1 = _mm512_add_ps(z1, _mm512_mul_ps(ww, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 16)))));
@@ -466,9 +471,7 @@ AI BODY_TARGET void SFX(wsum64)(float *o, const float *w, const int32_t *cols, l
         const uint16_t *vb = (const uint16_t *)v + t0;
         for (long i = 0; i < ncols; i++) {
             const uint16_t *r = vb + (long)cols[i] * d;
-            // The V row 32 kept columns ahead, on the first 64-wide pass (a hint only).
-            if (t0 == 0 && i + 32 < ncols)
-                for (long o = 0; o < d * 2; o += 64) __builtin_prefetch((const char *)(vb + (long)cols[i + 32] * d) + o, 0, 3);
+            SFX(prefetch_v)(vb, cols, i, ncols, d, t0);
             v8f ww = SFX(splat)(w[i]);
             a0 = a0 + ww * LD8H(r);
             a1 = a1 + ww * LD8H(r + 8);
