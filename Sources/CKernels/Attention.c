@@ -1,7 +1,8 @@
 // See include/CKAttention.h. The per-row attention body is written once (the second half of
-// this file) and compiled twice by including this file into itself: as a plain function for
+// this file) and compiled once per ISA by including this file into itself: as a plain function for
 // the baseline ISA, and inside `target("avx2,fma,f16c")` where fp16 K / V rows are widened
-// with vcvtph2ps. fk_attention picks one at run time.
+// with vcvtph2ps (and once more inside an AVX-512 target, where only the weighted sum of V rows
+// is 16 lanes wide). fk_attention picks one at run time.
 //
 // Floating-point contraction is off for the whole file: `acc + q * k` stays a multiply and
 // an add, as in the Swift reference (AttentionFusion.reference), so both give the same bits.
@@ -117,6 +118,7 @@ static void float_to_half_gen(const float *src, uint16_t *dst, long n) {
 
 #if FK_HAVE_F16C_PATH
 #define F16C_TARGET __attribute__((target("avx2,fma,f16c")))
+#define AVX512_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512vl")))
 
 static inline __attribute__((always_inline, target("avx2,fma,f16c"))) v8f ld8h_avx2(const uint16_t *p) {
     return (v8f)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
@@ -211,7 +213,7 @@ typedef struct {
     atomic_int failed;
 } attn_job;
 
-// MARK: - the two instantiations of the body
+// MARK: - the instantiations of the body
 
 #define FK_ATTN_BODY 1
 #define SFX(name) name##_gen
@@ -227,6 +229,18 @@ typedef struct {
 #define BODY_TARGET F16C_TARGET
 #define LD8H ld8h_avx2
 #include "Attention.c"
+#undef SFX
+#undef BODY_TARGET
+#undef LD8H
+
+// AVX-512 (simd level 2): the same body; only the weighted sum of V rows runs 16 lanes wide
+// (elementwise, so the same additions in the same order: the same bits).
+#define SFX(name) name##_avx512
+#define BODY_TARGET AVX512_TARGET
+#define LD8H ld8h_avx2
+#define FK_ATTN_512 1
+#include "Attention.c"
+#undef FK_ATTN_512
 #undef SFX
 #undef BODY_TARGET
 #undef LD8H
@@ -252,7 +266,7 @@ int fk_attention(const fk_attention_desc *a) {
     atomic_init(&job.failed, 0);
     fk_task_fn fn = attn_row_gen;
 #if FK_HAVE_F16C_PATH
-    if (fk_attention_simd_level()) fn = attn_row_avx2;
+    if (fk_attention_simd_level()) fn = fk_simd_level() >= 2 ? attn_row_avx512 : attn_row_avx2;
 #endif
     if (work >= 4 && work * live_columns(a) * a->dim >= (1L << 16)) {
         fk_parallel_run(work, fn, &job);
@@ -413,18 +427,51 @@ AI BODY_TARGET long SFX(scores)(const float *q, const void *k, int half, const f
     return nc;
 }
 
+/// The fp16 V row 32 kept columns ahead of column i, on the first 64-wide pass (a hint only).
+AI BODY_TARGET void SFX(prefetch_v)(const uint16_t *vb, const int32_t *cols, long i, long ncols, long d, long t0) {
+    if (t0 == 0 && i + 32 < ncols)
+        for (long o = 0; o < d * 2; o += 64) __builtin_prefetch((const char *)(vb + (long)cols[i + 32] * d) + o, 0, 3);
+}
+
 /// o[t0 ..< t0 + 64] = sum_i w[i] · v_row(cols[i])[…], accumulated in 8 registers; the same
 /// additions in the same order as adding into `o` column by column.
 AI BODY_TARGET void SFX(wsum64)(float *o, const float *w, const int32_t *cols, long ncols, const void *v, int half,
                                 long d, long t0) {
+#if FK_ATTN_512
+    __m512 z0 = _mm512_setzero_ps(), z1 = z0, z2 = z0, z3 = z0;
+    if (half) {
+        const uint16_t *vb = (const uint16_t *)v + t0;
+        for (long i = 0; i < ncols; i++) {
+            const uint16_t *r = vb + (long)cols[i] * d;
+            SFX(prefetch_v)(vb, cols, i, ncols, d, t0);
+            const __m512 ww = _mm512_set1_ps(w[i]);
+            z0 = _mm512_add_ps(z0, _mm512_mul_ps(ww, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)r))));
+            z1 = _mm512_add_ps(z1, _mm512_mul_ps(ww, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 16)))));
+            z2 = _mm512_add_ps(z2, _mm512_mul_ps(ww, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 32)))));
+            z3 = _mm512_add_ps(z3, _mm512_mul_ps(ww, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + 48)))));
+        }
+    } else {
+        const float *vb = (const float *)v + t0;
+        for (long i = 0; i < ncols; i++) {
+            const float *r = vb + (long)cols[i] * d;
+            const __m512 ww = _mm512_set1_ps(w[i]);
+            z0 = _mm512_add_ps(z0, _mm512_mul_ps(ww, _mm512_loadu_ps(r)));
+            z1 = _mm512_add_ps(z1, _mm512_mul_ps(ww, _mm512_loadu_ps(r + 16)));
+            z2 = _mm512_add_ps(z2, _mm512_mul_ps(ww, _mm512_loadu_ps(r + 32)));
+            z3 = _mm512_add_ps(z3, _mm512_mul_ps(ww, _mm512_loadu_ps(r + 48)));
+        }
+    }
+    _mm512_storeu_ps(o + t0, z0);
+    _mm512_storeu_ps(o + t0 + 16, z1);
+    _mm512_storeu_ps(o + t0 + 32, z2);
+    _mm512_storeu_ps(o + t0 + 48, z3);
+#else
     v8f a0 = SFX(splat)(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     if (half) {
         const uint16_t *vb = (const uint16_t *)v + t0;
         for (long i = 0; i < ncols; i++) {
             const uint16_t *r = vb + (long)cols[i] * d;
-            // The V row 32 kept columns ahead, on the first 64-wide pass (a hint only).
-            if (t0 == 0 && i + 32 < ncols)
-                for (long o = 0; o < d * 2; o += 64) __builtin_prefetch((const char *)(vb + (long)cols[i + 32] * d) + o, 0, 3);
+            SFX(prefetch_v)(vb, cols, i, ncols, d, t0);
             v8f ww = SFX(splat)(w[i]);
             a0 = a0 + ww * LD8H(r);
             a1 = a1 + ww * LD8H(r + 8);
@@ -458,6 +505,7 @@ AI BODY_TARGET void SFX(wsum64)(float *o, const float *w, const int32_t *cols, l
     SFX(st8)(o + t0 + 40, a5);
     SFX(st8)(o + t0 + 48, a6);
     SFX(st8)(o + t0 + 56, a7);
+#endif
 }
 
 /// One (head, row) of the attention: task = head * S + row.

@@ -35,6 +35,9 @@ static struct {
     _Atomic(fk_task_fn) fn;
     _Atomic(void *) ctx;
     atomic_long ntasks;
+    // The request of fk_parallel_prefetch (a job of one task, pf_task, that nobody waits for).
+    _Atomic(const char *) pf_ptr;
+    atomic_long pf_bytes;
 } pool = {.once = PTHREAD_ONCE_INIT, .submit = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
           .cv = PTHREAD_COND_INITIALIZER};
 
@@ -52,6 +55,21 @@ static long now_ns(void) {
     return ts.tv_sec * 1000000000L + ts.tv_nsec;
 }
 
+#define POOL_PF_MAX (1L << 20)
+
+/// The task of a prefetch job: the lines of the request, stopping when a newer job appears.
+static void pf_task(void *ctx, long task) {
+    (void)task;
+    const long g = (long)(intptr_t)ctx;
+    const char *p = atomic_load_explicit(&pool.pf_ptr, memory_order_relaxed);
+    const long n = atomic_load_explicit(&pool.pf_bytes, memory_order_relaxed);
+    for (long o = 0; o < n; o += 64 * 16) {
+        if (atomic_load_explicit(&pool.gen, memory_order_relaxed) != g) return;
+        const long e = o + 64 * 16 < n ? o + 64 * 16 : n;
+        for (long l = o; l < e; l += 64) __builtin_prefetch(p + l, 0, 2);
+    }
+}
+
 /// Claims and runs tasks of generation `g` until none is left.
 static void pool_work(long g) {
     fk_task_fn fn = atomic_load_explicit(&pool.fn, memory_order_relaxed);
@@ -63,7 +81,8 @@ static void pool_work(long g) {
         if ((c >> 32) != tag || (long)(c & 0xFFFFFFFFUL) >= n) return;
         if (!atomic_compare_exchange_weak_explicit(&pool.claim, &c, c + 1, memory_order_acq_rel, memory_order_acquire)) continue;
         fn(ctx, (long)(c & 0xFFFFFFFFUL));
-        atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+        // Nobody waits for a prefetch, and `done` may already count a newer job's tasks.
+        if (fn != pf_task) atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
         c = atomic_load_explicit(&pool.claim, memory_order_acquire);
     }
 }
@@ -158,5 +177,21 @@ void fk_parallel_run(long ntasks, fk_task_fn fn, void *ctx) {
         cpu_relax();
         if (++spins % 4096 == 0) sched_yield();
     }
+    pthread_mutex_unlock(&pool.submit);
+}
+
+void fk_parallel_prefetch(const void *p, long bytes) {
+    if (!p || bytes <= 0) return;
+    pthread_once(&pool.once, pool_start);
+    if (pool.nworkers == 0 || atomic_load_explicit(&pool.sleepers, memory_order_relaxed) > 0) return;
+    if (pthread_mutex_trylock(&pool.submit) != 0) return;
+    atomic_store_explicit(&pool.pf_ptr, (const char *)p, memory_order_relaxed);
+    atomic_store_explicit(&pool.pf_bytes, bytes < POOL_PF_MAX ? bytes : POOL_PF_MAX, memory_order_relaxed);
+    long g = atomic_load_explicit(&pool.gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&pool.fn, pf_task, memory_order_relaxed);
+    atomic_store_explicit(&pool.ctx, (void *)(intptr_t)g, memory_order_relaxed);
+    atomic_store_explicit(&pool.ntasks, 1, memory_order_relaxed);
+    atomic_store_explicit(&pool.claim, ((unsigned long)g & 0xFFFFFFFFUL) << 32, memory_order_release);
+    atomic_store(&pool.gen, g);
     pthread_mutex_unlock(&pool.submit);
 }

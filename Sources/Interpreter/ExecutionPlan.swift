@@ -55,6 +55,9 @@ public final class ExecutionPlan {
         /// op type at the end of each run: no dictionary update per op).
         @exclusivity(unchecked) var profileNanos: UInt64 = 0
         @exclusivity(unchecked) var profileCalls = 0
+        /// The weight of the next `linear`, to prefetch once this step is done
+        /// (``ExecutionPlan/installWeightPrefetch()``).
+        var prefetchAfter: Ref?
 
         init(op: Op, kernel: Kernel?, inputs: [(name: String, refs: [Ref])], outputSlots: [Int], release: [Int],
              isConstant: Bool, blocks: [BlockPlan], fusedStateWrite: Bool = false) {
@@ -244,6 +247,7 @@ public final class ExecutionPlan {
         }
         computeReleases(root, keep: Set(root.outputRefs.compactMap { if case let .slot(s) = $0 { return s } else { return nil } }))
         installRowSelection(useCount: useCounts(root))
+        installWeightPrefetch()
         findHalfViewConstants()
         constantCache = Array(repeating: nil, count: constants.count)
         constantOpCache = Array(repeating: nil, count: slotCount)
@@ -506,6 +510,7 @@ public final class ExecutionPlan {
                     } else {
                         results = try invoke(kernel, step, flat)
                     }
+                    if step.prefetchAfter != nil { prefetchWeight(after: step, slots: slots) }
                 }
             } catch let e as KernelError {
                 throw InterpreterError.opFailed(op: step.op.name, type: step.op.type, reason: e.reason + ExecutionPlan.origin(of: step.op, reason: e.reason))

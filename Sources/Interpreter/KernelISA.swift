@@ -16,7 +16,8 @@ public enum KernelISA {
     /// - `int8_gemm`: int8 weights, fp32 activations, more rows (prefill panels);
     /// - `int8_q8`: int8 weights × int8 activations (`--activations int8`);
     /// - `int8_q16`: int8 weights × int16 activations (`--activations int16`; 256-bit VNNI);
-    /// - `attention`: the fused attention over the KV cache (F16C widening of fp16 K/V);
+    /// - `attention`: the fused attention over the KV cache (F16C widening of fp16 K/V;
+    ///   "avx512/avx2" at level 2: 16-wide weighted sums of V, the rest 8 wide);
     /// - `softmax`: standalone softmax rows (`fk_softmax_rows`: `softmax`, SDPA);
     /// - `gelu`: gelu EXACT (`fk_gelu_erf`).
     public static func report() -> [String: String] {
@@ -28,7 +29,7 @@ public enum KernelISA {
             "int8_gemm": simd,
             "int8_q8": l >= 2 && fk_cpu_has_vnni() != 0 ? "avx512-vnni" : l >= 1 ? "avx2" : "portable",
             "int8_q16": l >= 2 && fk_cpu_has_vnni() != 0 ? "avx512-vnni" : l >= 1 ? "avx2" : "portable",
-            "attention": fk_attention_simd_level() != 0 ? "avx2" : "portable",
+            "attention": fk_attention_simd_level() == 0 ? "portable" : l >= 2 ? "avx512/avx2" : "avx2",
             "softmax": simd,
             "gelu": simd,
         ]

@@ -4,7 +4,7 @@ import GraphIR
 import TestSupport
 import XCTest
 
-/// `fk_attention` (C, portable and F16C bodies) against the Swift reference
+/// `fk_attention` (C, portable, F16C and AVX-512 bodies) against the Swift reference
 /// (`AttentionFusion.reference`): the same bits for fp16 and fp32 K / V, one and several query
 /// rows, 1 and 3 query heads per KV head, masks with no / some / every column masked, NaN masks,
 /// head sizes with and without a 64-wide block and a scalar tail.
@@ -69,7 +69,7 @@ final class AttentionKernelTests: XCTestCase {
             return .state(st)
         }
         let got = try AttentionFusion.run(p, q: q, k: operand(k), v: operand(v), mask: m, scale: 0.125)
-        let label = "h \(h) kv \(kv) s \(s) d \(d) ctx \(ctx) \(half ? "fp16" : "fp32") \(kind) state \(asState) level \(fk_attention_simd_level())"
+        let label = "h \(h) kv \(kv) s \(s) d \(d) ctx \(ctx) \(half ? "fp16" : "fp32") \(kind) state \(asState) level \(fk_attention_simd_level()) simd \(fk_simd_level())"
         XCTAssertTrue(same(got, want), "\(label): C kernel differs from the reference; first \(Array(got.prefix(4))) vs \(Array(want.prefix(4)))")
         switch kind {
         case .nanRow: XCTAssertTrue(got[0..<d].allSatisfy(\.isNaN), label)
@@ -82,7 +82,7 @@ final class AttentionKernelTests: XCTestCase {
 
     func testKernelMatchesReference() throws {
         var seed: UInt64 = 1
-        for level: Int32 in [0, 1] {
+        for level: Int32 in [0, 1, 2] {
             fk_set_simd_level(level)
             for (h, kv) in [(3, 3), (9, 3)] {
                 for s in [1, 4] {

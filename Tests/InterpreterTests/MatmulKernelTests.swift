@@ -513,6 +513,24 @@ final class MatmulKernelTests: XCTestCase {
             }
         }
         XCTAssertEqual(Array(results), [Int32](repeating: 200, count: 4 * 256))
+
+        // prefetch hints between jobs (and one still running when the next job starts): the
+        // worker stops them, and a job's completion count is not disturbed
+        let buffer = [UInt8](repeating: 1, count: 4 << 20)
+        var after = [Int32](repeating: 0, count: 97)
+        buffer.withUnsafeBytes { b in
+            after.withUnsafeMutableBufferPointer { h in
+                let base = h.baseAddress!
+                for round in 0..<500 {
+                    fk_parallel_prefetch(b.baseAddress! + (round % 4) * 4096, b.count - (round % 4) * 4096)
+                    if round % 3 == 0 { fk_parallel_prefetch(b.baseAddress, 64) }
+                    GEMM.parallelChunks(97, work: Int.max / 2) { r in for i in r { base[i] += 1 } }
+                }
+            }
+        }
+        XCTAssertEqual(after, [Int32](repeating: 500, count: 97))
+        fk_parallel_prefetch(nil, 100)  // no-ops
+        fk_parallel_prefetch(buffer, 0)
     }
 
     // MARK: - benchmark (by hand)

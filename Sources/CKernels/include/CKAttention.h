@@ -1,6 +1,7 @@
 // Attention over a KV cache read in place (fp16 bits or fp32), and the binary16 conversions
 // of fp16 state buffers. Each entry point picks an AVX2+FMA+F16C body at run time when the
-// CPU has it (and fk_simd_level() >= 1), else the portable body. The Swift side keeps a
+// CPU has it (and fk_simd_level() >= 1), else the portable body; fk_attention takes an
+// AVX-512 variant of that body at fk_simd_level() 2 (16-wide weighted sums of V). The Swift side keeps a
 // reference for the attention (AttentionFusion.reference) that the kernel matches bit for bit:
 // no multiply-add contraction, the same summation order.
 #ifndef FORGE_CKATTENTION_H

@@ -118,6 +118,14 @@ typedef void (*fk_task_fn)(void *ctx, long task);
 /// a task) runs its tasks serially on the calling thread.
 void fk_parallel_run(long ntasks, fk_task_fn fn, void *ctx);
 
+/// Hands `bytes` bytes at `p` to an idle pool worker to prefetch into its cache (prefetch
+/// instructions only: an address that is not mapped is never faulted in), and returns at
+/// once. Meant for the weights of a product the caller is about to start, while the caller
+/// runs the small ops before it. The worker stops as soon as the next job is published. Does
+/// nothing without a spinning (awake, idle) worker, or when a job is running. At most the
+/// first 1 MiB is fetched.
+void fk_parallel_prefetch(const void *p, long bytes);
+
 /// Worker threads of the pool plus the caller (1 = no pool): `FORGE_THREADS` if set, else
 /// the CPUs the process may run on.
 int fk_parallel_width(void);
