@@ -70,11 +70,23 @@ static void pf_task(void *ctx, long task) {
     }
 }
 
+/// Before a job's fn / ctx / ntasks are replaced: no task of any earlier job can be claimed
+/// any more (the claim carries generation `g` and no task left). Without it, a worker that had
+/// seen the generation of a prefetch nobody claimed yet (fk_parallel_prefetch) could read the
+/// next job's fn and ctx, then claim the prefetch's task 0 and run the new job's task 0 under
+/// it, counting it in `done`: the caller could then return while a task still ran.
+static void close_claims(long g) {
+    atomic_store_explicit(&pool.claim, (((unsigned long)g & 0xFFFFFFFFUL) << 32) | 0xFFFFFFFFUL, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
 /// Claims and runs tasks of generation `g` until none is left.
 static void pool_work(long g) {
-    fk_task_fn fn = atomic_load_explicit(&pool.fn, memory_order_relaxed);
-    void *ctx = atomic_load_explicit(&pool.ctx, memory_order_relaxed);
-    long n = atomic_load_explicit(&pool.ntasks, memory_order_relaxed);
+    // Acquire: a job's fn / ctx / ntasks seen here come with its close_claims (below), so the
+    // claim read next can no longer be an older job's unclaimed task.
+    fk_task_fn fn = atomic_load_explicit(&pool.fn, memory_order_acquire);
+    void *ctx = atomic_load_explicit(&pool.ctx, memory_order_acquire);
+    long n = atomic_load_explicit(&pool.ntasks, memory_order_acquire);
     const unsigned long tag = (unsigned long)g & 0xFFFFFFFFUL;
     unsigned long c = atomic_load_explicit(&pool.claim, memory_order_acquire);
     for (;;) {
@@ -159,11 +171,12 @@ void fk_parallel_run(long ntasks, fk_task_fn fn, void *ctx) {
         for (long i = 0; i < ntasks; i++) fn(ctx, i);
         return;
     }
+    long g = atomic_load_explicit(&pool.gen, memory_order_relaxed) + 1;
+    close_claims(g);
     atomic_store_explicit(&pool.fn, fn, memory_order_relaxed);
     atomic_store_explicit(&pool.ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&pool.ntasks, ntasks, memory_order_relaxed);
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
-    long g = atomic_load_explicit(&pool.gen, memory_order_relaxed) + 1;
     atomic_store_explicit(&pool.claim, ((unsigned long)g & 0xFFFFFFFFUL) << 32, memory_order_release);
     atomic_store(&pool.gen, g);  // seq_cst: either a sleeping worker sees it, or we see the sleeper
     if (atomic_load(&pool.sleepers) > 0) {
@@ -188,6 +201,7 @@ void fk_parallel_prefetch(const void *p, long bytes) {
     atomic_store_explicit(&pool.pf_ptr, (const char *)p, memory_order_relaxed);
     atomic_store_explicit(&pool.pf_bytes, bytes < POOL_PF_MAX ? bytes : POOL_PF_MAX, memory_order_relaxed);
     long g = atomic_load_explicit(&pool.gen, memory_order_relaxed) + 1;
+    close_claims(g);
     atomic_store_explicit(&pool.fn, pf_task, memory_order_relaxed);
     atomic_store_explicit(&pool.ctx, (void *)(intptr_t)g, memory_order_relaxed);
     atomic_store_explicit(&pool.ntasks, 1, memory_order_relaxed);

@@ -529,6 +529,25 @@ final class MatmulKernelTests: XCTestCase {
             }
         }
         XCTAssertEqual(after, [Int32](repeating: 500, count: 97))
+
+        // A prefetch nobody has claimed yet when the next job is published: its task 0 must not
+        // be claimable for the new job's fn (before close_claims in Pool.c, a C loop of 300k
+        // rounds ran a task twice, or returned before a task ended, in ~7 % of the rounds).
+        var counts = [Int32](repeating: 0, count: 8)
+        var badRounds = 0
+        buffer.withUnsafeBytes { b in
+            counts.withUnsafeMutableBufferPointer { c in
+                for _ in 0..<20000 {
+                    for i in 0..<8 { c[i] = 0 }
+                    fk_parallel_prefetch(b.baseAddress, 1 << 16)
+                    fk_parallel_run(8, { ctx, task in
+                        ctx!.assumingMemoryBound(to: Int32.self)[task] += 1
+                    }, c.baseAddress)
+                    if c.contains(where: { $0 != 1 }) { badRounds += 1 }
+                }
+            }
+        }
+        XCTAssertEqual(badRounds, 0, "rounds where a task did not run exactly once before fk_parallel_run returned")
         fk_parallel_prefetch(nil, 100)  // no-ops
         fk_parallel_prefetch(buffer, 0)
     }
