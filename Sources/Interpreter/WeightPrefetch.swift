@@ -6,7 +6,7 @@ import Foundation
 /// A decode step streams every weight from DRAM once (SmolLM2-135M int8: 143 MB a token) and
 /// between the products runs a few dozen small ops (norms, RoPE, attention, residual adds) on
 /// the calling thread while the pool worker spins idle. After a `linear` whose next `linear`
-/// is not the very next step, the plan hands the first MiB of that next weight's int8 data to
+/// is not the very next step, the plan hands the first MiB of that next weight (int8 / int4 blocks or fp16, read in place) to
 /// the idle worker (`fk_parallel_prefetch`), so the product starts on lines already in cache.
 /// A hint only: no numerics change, nothing is read through it but prefetch instructions.
 /// `FORGE_WEIGHT_PREFETCH=0` turns it off (for A/B measurements).
@@ -34,11 +34,15 @@ extension ExecutionPlan {
         }
     }
 
-    /// Issues the prefetch of `step`'s ``Step/prefetchAfter`` weight when it is an int8
-    /// (or packed int4) constant already materialised.
+    /// Issues the prefetch of `step`'s ``Step/prefetchAfter`` weight when it is a constant
+    /// read in place: int8 / packed int4 blocks, or fp16 (Apple's fp16 Llama 3.1 recipe).
     @inline(__always)
     func prefetchWeight(after step: Step, slots: [RuntimeValue?]) {
-        guard let ref = step.prefetchAfter, let v = try? resolve(ref, slots: slots), case let .quantized(q) = v else { return }
-        fk_parallel_prefetch(UnsafeRawPointer(q.data.base), q.data.bytes)
+        guard let ref = step.prefetchAfter, let v = try? resolve(ref, slots: slots) else { return }
+        switch v {
+        case let .quantized(q): fk_parallel_prefetch(UnsafeRawPointer(q.data.base), q.data.bytes)
+        case let .halfBlob(_, h): fk_parallel_prefetch(UnsafeRawPointer(h.base), h.count * 2)
+        default: return
+        }
     }
 }
