@@ -341,55 +341,37 @@ AI BODY_TARGET v8f SFX(lane_sums8)(v8f a0, v8f a1, v8f a2, v8f a3, v8f a4, v8f a
     return s;
 }
 
+/// 8 values of K at element `off`: widened from binary16 when `half`, else floats (`half` is a
+/// constant at every call, so each instantiation keeps one branch).
+AI BODY_TARGET v8f SFX(ldk8)(const void *k, int half, long off) {
+    return half ? LD8H((const uint16_t *)k + off) : SFX(ld8)((const float *)k + off);
+}
+
 /// The dots of q with 8 K rows (`rows[c]`, `d` values each, fp16 when `half`): each the same
 /// additions in the same order as ``dot_f`` / ``dot_h`` (one 8-lane accumulator per row, then
 /// its lanes from -0, then the scalar tail), so the bits are those of 8 single calls; the 8
 /// independent accumulators keep the adds from waiting on each other, and q is loaded once
 /// per 8 rows.
 AI BODY_TARGET void SFX(dot8_rows)(const float *q, const void *k, int half, const int32_t *rows, long d, float *out) {
+    long r[8];
+    for (int c = 0; c < 8; c++) r[c] = (long)rows[c] * d;
     v8f a0 = SFX(splat)(0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     long t = 0;
-    if (half) {
-        const uint16_t *kb = (const uint16_t *)k;
-        const uint16_t *r0 = kb + (long)rows[0] * d, *r1 = kb + (long)rows[1] * d, *r2 = kb + (long)rows[2] * d,
-                       *r3 = kb + (long)rows[3] * d, *r4 = kb + (long)rows[4] * d, *r5 = kb + (long)rows[5] * d,
-                       *r6 = kb + (long)rows[6] * d, *r7 = kb + (long)rows[7] * d;
-        for (; t + 8 <= d; t += 8) {
-            const v8f qv = SFX(ld8)(q + t);
-            a0 = a0 + qv * LD8H(r0 + t);
-            a1 = a1 + qv * LD8H(r1 + t);
-            a2 = a2 + qv * LD8H(r2 + t);
-            a3 = a3 + qv * LD8H(r3 + t);
-            a4 = a4 + qv * LD8H(r4 + t);
-            a5 = a5 + qv * LD8H(r5 + t);
-            a6 = a6 + qv * LD8H(r6 + t);
-            a7 = a7 + qv * LD8H(r7 + t);
-        }
-        SFX(st8)(out, SFX(lane_sums8)(a0, a1, a2, a3, a4, a5, a6, a7));
-        const uint16_t *r[8] = {r0, r1, r2, r3, r4, r5, r6, r7};
-        for (int c = 0; c < 8; c++)
-            for (long u = t; u < d; u++) out[c] += q[u] * h2f_soft(r[c][u]);
-    } else {
-        const float *kb = (const float *)k;
-        const float *r0 = kb + (long)rows[0] * d, *r1 = kb + (long)rows[1] * d, *r2 = kb + (long)rows[2] * d,
-                    *r3 = kb + (long)rows[3] * d, *r4 = kb + (long)rows[4] * d, *r5 = kb + (long)rows[5] * d,
-                    *r6 = kb + (long)rows[6] * d, *r7 = kb + (long)rows[7] * d;
-        for (; t + 8 <= d; t += 8) {
-            const v8f qv = SFX(ld8)(q + t);
-            a0 = a0 + qv * SFX(ld8)(r0 + t);
-            a1 = a1 + qv * SFX(ld8)(r1 + t);
-            a2 = a2 + qv * SFX(ld8)(r2 + t);
-            a3 = a3 + qv * SFX(ld8)(r3 + t);
-            a4 = a4 + qv * SFX(ld8)(r4 + t);
-            a5 = a5 + qv * SFX(ld8)(r5 + t);
-            a6 = a6 + qv * SFX(ld8)(r6 + t);
-            a7 = a7 + qv * SFX(ld8)(r7 + t);
-        }
-        SFX(st8)(out, SFX(lane_sums8)(a0, a1, a2, a3, a4, a5, a6, a7));
-        const float *r[8] = {r0, r1, r2, r3, r4, r5, r6, r7};
-        for (int c = 0; c < 8; c++)
-            for (long u = t; u < d; u++) out[c] += q[u] * r[c][u];
+    for (; t + 8 <= d; t += 8) {
+        const v8f qv = SFX(ld8)(q + t);
+        a0 = a0 + qv * SFX(ldk8)(k, half, r[0] + t);
+        a1 = a1 + qv * SFX(ldk8)(k, half, r[1] + t);
+        a2 = a2 + qv * SFX(ldk8)(k, half, r[2] + t);
+        a3 = a3 + qv * SFX(ldk8)(k, half, r[3] + t);
+        a4 = a4 + qv * SFX(ldk8)(k, half, r[4] + t);
+        a5 = a5 + qv * SFX(ldk8)(k, half, r[5] + t);
+        a6 = a6 + qv * SFX(ldk8)(k, half, r[6] + t);
+        a7 = a7 + qv * SFX(ldk8)(k, half, r[7] + t);
     }
+    SFX(st8)(out, SFX(lane_sums8)(a0, a1, a2, a3, a4, a5, a6, a7));
+    for (int c = 0; c < 8; c++)
+        for (long u = t; u < d; u++)
+            out[c] += q[u] * (half ? h2f_soft(((const uint16_t *)k)[r[c] + u]) : ((const float *)k)[r[c] + u]);
 }
 
 /// The scores of one row over the columns the mask keeps (mask > `threshold`, or NaN):
