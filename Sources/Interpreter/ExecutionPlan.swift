@@ -133,6 +133,7 @@ public final class ExecutionPlan {
             for st in p.steps {
                 if st.fusedStateWrite { out["state_write", default: 0] += 1 }
                 if AttentionFusion.isFused(st) { out["attention", default: 0] += 1 }
+                if RowwiseFusion.isFused(st) { out[RowwiseFusion.kind, default: 0] += 1 }
                 for b in st.blocks { walk(b) }
             }
         }
@@ -235,6 +236,11 @@ public final class ExecutionPlan {
                                                  constant: { consts.indices.contains($0) ? consts[$0] : nil },
                                                  refuse: precision == .fp32 ? nil : "fp16 precision keeps the per-op rounding")
             fusionSites += StateUpdateFusion.apply(root, useCount: useCounts(root), protected: protected)
+            if precision == .fp32 && ExecutionPlan.rowwiseFusion {
+                let consts = constants
+                fusionSites += RowwiseFusion.apply(root, useCount: useCounts(root), protected: protected,
+                                                   constant: { consts.indices.contains($0) ? consts[$0] : nil })
+            }
             if !carrying.isEmpty {
                 let consts = constants
                 let r = CarriedCacheFusion.apply(root, function: function, inputSlots: inputSlots, carrying: carrying,

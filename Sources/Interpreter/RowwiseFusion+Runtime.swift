@@ -1,0 +1,188 @@
+import GraphIR
+
+extension RowwiseFusion {
+    /// A fused region at run time: the program, and the original ops for operands it cannot
+    /// read as rows.
+    final class Runtime {
+        let program: Program
+        let fallback: FusedFallback
+        let site: FusionSite
+        /// Every local's row (reused from call to call: runs of one plan take turns).
+        private var scratch: [Float] = []
+
+        init(program: Program, fallback: FusedFallback, site: FusionSite) {
+            self.program = program
+            self.fallback = fallback
+            self.site = site
+        }
+
+        var kernel: Kernel {
+            { [self] inv in
+                let values = inv.flat
+                if let out = try self.rows(values) {
+                    site.fusedCalls += 1
+                    return [out]
+                }
+                site.fallbacks["an operand is not rows of the output, a vector, one value a row or a scalar", default: 0] += 1
+                return [try fallback.run(values, precision: inv.precision, activations: inv.activations)]
+            }
+        }
+
+        /// How an external operand is read: `stride` 0 (one value: a scalar, or one per row with
+        /// `perRow`) or 1 (a vector, or a row per row with `perRow`).
+        struct Source {
+            let data: [Float]
+            let stride: Int
+            let perRow: Bool
+        }
+
+        /// Runs the program over every row; nil when an operand's shape does not fit (the
+        /// fallback then runs the ops).
+        func rows(_ values: [RuntimeValue]) throws -> RuntimeValue? {
+            let p = program, d = p.width
+            var leads: [Int: [Int]] = [:]
+            var sources = [Source?](repeating: nil, count: values.count)
+            for e in p.dataExternals {
+                let t = try values[e].dense()
+                let n = t.count
+                if n == 1 && d > 1 {
+                    sources[e] = Source(data: t.floats, stride: 0, perRow: false)
+                } else if t.rank == p.rank, let last = t.shape.last, last == d || last == 1 {
+                    leads[e] = Array(t.shape.dropLast())
+                    sources[e] = Source(data: t.floats, stride: last == d ? 1 : 0, perRow: true)
+                } else if n == d, t.shape.last == d {
+                    sources[e] = Source(data: t.floats, stride: 1, perRow: false)
+                } else {
+                    return nil
+                }
+            }
+            // The output's leading dims: those of the per-row operands, broadcast (numpy rules,
+            // equal ranks).
+            guard var lead = leads.values.first else { return nil }
+            for l in leads.values {
+                for k in l.indices where l[k] != lead[k] {
+                    if lead[k] == 1 { lead[k] = l[k] } else if l[k] != 1 { return nil }
+                }
+            }
+            let rows = lead.reduce(1, *)
+            // Each per-row operand's row for every output row (0 along its size-1 dims).
+            var rowOf = [[Int]?](repeating: nil, count: values.count)
+            for (e, l) in leads where l != lead {
+                var strides = [Int](repeating: 0, count: l.count)
+                var acc = 1
+                for k in l.indices.reversed() {
+                    strides[k] = l[k] == 1 ? 0 : acc
+                    acc *= l[k]
+                }
+                var map = [Int](repeating: 0, count: rows)
+                for r in 0..<rows {
+                    var rem = r, src = 0
+                    for k in lead.indices.reversed() {
+                        src += (rem % lead[k]) * strides[k]
+                        rem /= lead[k]
+                    }
+                    map[r] = src
+                }
+                rowOf[e] = map
+            }
+            let outRow = p.instructions.last!.row
+            let outWidth = outRow ? d : 1
+            var out: [Float] = BufferPool.uninitialized(rows * outWidth)
+            if scratch.count < p.locals * d { scratch = [Float](repeating: 0, count: p.locals * d) }
+            let ok = withSources(sources, 0) { ptrs in
+                scratch.withUnsafeMutableBufferPointer { sp in
+                    out.withUnsafeMutableBufferPointer { op in
+                        for r in 0..<rows {
+                            if !run(row: r, ptrs, sources, rowOf, sp.baseAddress!, op.baseAddress! + r * outWidth) { return false }
+                        }
+                        return true
+                    }
+                }
+            }
+            guard ok else { return nil }
+            var shape = lead
+            shape.append(outWidth)
+            return .tensor(Tensor(p.outputDType, shape: shape, floats: out))
+        }
+
+        /// Calls `body` with the base address of every source (nil where none).
+        private func withSources<R>(_ s: [Source?], _ i: Int, _ ptrs: [UnsafePointer<Float>?] = [],
+                                    _ body: ([UnsafePointer<Float>?]) -> R) -> R {
+            if i == s.count { return body(ptrs) }
+            guard let src = s[i] else { return withSources(s, i + 1, ptrs + [nil], body) }
+            return src.data.withUnsafeBufferPointer { withSources(s, i + 1, ptrs + [$0.baseAddress], body) }
+        }
+
+        /// One row: every instruction in order, the last one written to `out`.
+        @inline(__always)
+        private func run(row r: Int, _ ptrs: [UnsafePointer<Float>?], _ sources: [Source?], _ rowOf: [[Int]?],
+                         _ scratch: UnsafeMutablePointer<Float>, _ out: UnsafeMutablePointer<Float>) -> Bool {
+            let p = program, d = p.width
+            func operand(_ a: Arg) -> (UnsafePointer<Float>, Int)? {
+                switch a {
+                case let .local(l):
+                    // A local's stride: 1 for a row value; a reduction's one value is read as 0.
+                    return (UnsafePointer(scratch + l * d), 1)
+                case let .external(e):
+                    guard let base = ptrs[e], let s = sources[e] else { return nil }
+                    let src = rowOf[e]?[r] ?? r
+                    let off = s.perRow ? src * (s.stride == 1 ? d : 1) : 0
+                    return (base + off, s.stride)
+                }
+            }
+            let last = p.instructions.count - 1
+            for (k, ins) in p.instructions.enumerated() {
+                let n = ins.row ? d : 1
+                let dst = k == last ? out : scratch + ins.out * d
+                guard let oa = operand(ins.a) else { return false }
+                let a = oa.0
+                var sa = oa.1
+                if case let .local(l) = ins.a, !rowValued(l) { sa = 0 }
+                switch ins.code {
+                case let .reduce(mode):
+                    guard sa == 1 else { return false }
+                    dst[0] = Reduce.row(a, d, mode)
+                case .abs: unary(a, sa, dst, n) { Swift.abs($0) }
+                case .square: unary(a, sa, dst, n) { $0 * $0 }
+                case .sqrt: unary(a, sa, dst, n) { $0.squareRoot() }
+                case let .rsqrt(e): unary(a, sa, dst, n) { 1 / ($0 + e).squareRoot() }
+                case let .inverse(e): unary(a, sa, dst, n) { 1 / ($0 + e) }
+                case let .clip(lo, hi): unary(a, sa, dst, n) { EW.minNaN(EW.maxNaN($0, lo), hi) }
+                default:
+                    guard let bArg = ins.b, let ob = operand(bArg) else { return false }
+                    let b = ob.0
+                    var sb = ob.1
+                    if case let .local(l) = bArg, !rowValued(l) { sb = 0 }
+                    switch ins.code {
+                    case .add: binary(a, sa, b, sb, dst, n) { $0 + $1 }
+                    case .sub: binary(a, sa, b, sb, dst, n) { $0 - $1 }
+                    case .mul: binary(a, sa, b, sb, dst, n) { $0 * $1 }
+                    case .div: binary(a, sa, b, sb, dst, n) { $0 / $1 }
+                    case .maximum: binary(a, sa, b, sb, dst, n) { EW.maxNaN($0, $1) }
+                    default: binary(a, sa, b, sb, dst, n) { EW.minNaN($0, $1) }
+                    }
+                }
+            }
+            return true
+        }
+
+        /// Whether local `l` holds a row (else one value).
+        private func rowValued(_ l: Int) -> Bool { program.rowLocals[l] }
+
+        @inline(__always)
+        private func unary(_ a: UnsafePointer<Float>, _ sa: Int, _ dst: UnsafeMutablePointer<Float>, _ n: Int, _ f: (Float) -> Float) {
+            if sa == 1 { for i in 0..<n { dst[i] = f(a[i]) } } else { let v = f(a[0]); for i in 0..<n { dst[i] = v } }
+        }
+
+        @inline(__always)
+        private func binary(_ a: UnsafePointer<Float>, _ sa: Int, _ b: UnsafePointer<Float>, _ sb: Int,
+                            _ dst: UnsafeMutablePointer<Float>, _ n: Int, _ f: (Float, Float) -> Float) {
+            switch (sa, sb) {
+            case (1, 1): for i in 0..<n { dst[i] = f(a[i], b[i]) }
+            case (1, _): let y = b[0]; for i in 0..<n { dst[i] = f(a[i], y) }
+            case (_, 1): let x = a[0]; for i in 0..<n { dst[i] = f(x, b[i]) }
+            default: let v = f(a[0], b[0]); for i in 0..<n { dst[i] = v }
+            }
+        }
+    }
+}

@@ -1,0 +1,265 @@
+import Foundation
+import GraphIR
+
+/// Execution-level fusion of row-wise op regions (never written back): a connected set of
+/// elementwise ops and last-axis reductions whose values are read only inside the set becomes
+/// one step that runs the ops row by row, each row's values kept in a small scratch buffer.
+/// An RMSNorm is the common case, in whatever form the converter wrote it (torch's
+/// `x * rsqrt(mean(x²) + eps) * w`, or the fp16-safe form scaled by `max|x|`):
+///
+/// ```
+/// // before: 6 steps, 5 intermediate [1, S, 576] or [1, S, 1] tensors
+/// %sq = mul(x = %x, y = %x)
+/// %ms = reduce_mean(x = %sq, axes = [-1], keep_dims = true)
+/// %me = add(x = %ms, y = 1e-5)
+/// %r  = rsqrt(x = %me)
+/// %n  = mul(x = %x, y = %r)
+/// %y  = mul(x = %n, y = %w)
+/// // after: one step computing %y from %x and %w, row by row
+/// ```
+///
+/// Whatever the op order, a region is found from its output op back through the producers
+/// whose every reader is in the region. Ops: `abs`, `square`, `sqrt`, `rsqrt`, `inverse`,
+/// `clip`, `add`, `sub`, `mul`, `real_div`, `maximum`, `minimum`, and `reduce_sum` /
+/// `reduce_mean` / `reduce_max` / `reduce_min` over the last axis with `keep_dims = true`;
+/// float outputs of one rank whose last dim is one static `D` (or 1 after a reduction);
+/// parameters (`epsilon`, `alpha`, `beta`, `axes`) constant. Each op computes as its own
+/// kernel does (the same Float operations and row sums: ``Reduce/row(_:_:_:)``, the
+/// MIL-default epsilons), so the results are bit-identical to the unfused graph. Runs only in
+/// `fp32` precision (`fp16` rounds every op output). Operands whose run-time shapes are not
+/// rows of the output, a vector along the last axis, one value per row or a scalar run the
+/// original ops instead (``FusedFallback``).
+enum RowwiseFusion {
+    static let kind = "rowwise"
+    /// The first input name of a fused step.
+    static let firstInputName = "rowwise.e0"
+    /// Smallest region worth a step of its own.
+    static let minimumOps = 3
+
+    static let unary: Set<String> = ["abs", "square", "sqrt", "rsqrt", "inverse", "clip"]
+    static let binary: Set<String> = ["add", "sub", "mul", "real_div", "maximum", "minimum"]
+    static let reductions: [String: ReductionKernels.Mode] = ["reduce_sum": .sum, "reduce_mean": .mean, "reduce_max": .max, "reduce_min": .min]
+
+    static func isFused(_ st: ExecutionPlan.Step) -> Bool { st.inputs.first?.name == firstInputName }
+
+    /// Where an instruction reads a value: a value made in the region, or a fused-step input.
+    enum Arg {
+        case local(Int)
+        case external(Int)
+    }
+
+    enum Code {
+        case abs, square, sqrt
+        case rsqrt(Float), inverse(Float)
+        case clip(Float, Float)
+        case add, sub, mul, div, maximum, minimum
+        case reduce(ReductionKernels.Mode)
+    }
+
+    struct Instruction {
+        let code: Code
+        let a: Arg
+        let b: Arg?
+        /// The local value written; `row`: D values a row, else one.
+        let out: Int
+        let row: Bool
+    }
+
+    /// A region at plan time, ready to run.
+    struct Program {
+        let instructions: [Instruction]
+        let locals: Int
+        /// Per local: a row of `width` values (else one value).
+        let rowLocals: [Bool]
+        /// The last dim of the row values.
+        let width: Int
+        /// Rank of every value of the region (and of the output).
+        let rank: Int
+        let outputDType: DType
+        /// External inputs read as data (others are constant parameters).
+        let dataExternals: [Int]
+    }
+
+    /// Rewrites `plan`'s steps in place; returns every fused region (no candidate is reported
+    /// unfused: a lone elementwise op is not a miss). With `refuse` set nothing is rewritten.
+    static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], protected: Set<Int> = [],
+                      constant: @escaping (Int) -> ConstValue?, refuse: Bool = false) -> [FusionSite] {
+        guard !refuse else { return [] }
+        var producer: [Int: Int] = [:]
+        for (i, st) in plan.steps.enumerated() { for s in st.outputSlots { producer[s] = i } }
+        func constValue(_ r: ExecutionPlan.Ref) -> ConstValue? {
+            switch r {
+            case let .constant(i): return constant(i)
+            case let .slot(s):
+                guard let i = producer[s], plan.steps[i].op.type == "const" else { return nil }
+                return plan.steps[i].op.constValue
+            }
+        }
+        let matcher = Matcher(plan: plan, constValue: constValue)
+        var taken = Set<Int>()
+        var sites: [FusionSite] = []
+        var replace: [Int: ExecutionPlan.Step] = [:]
+        for i in plan.steps.indices.reversed() where !taken.contains(i) {
+            guard let width = matcher.rowShape(i)?.width else { continue }
+            let rank = matcher.rowShape(i)!.rank
+            // Grow back from the output op: a producer joins when every read of its output is
+            // by a member (so no value made inside is needed outside).
+            var region: Set<Int> = [i]
+            var grew = true
+            while grew {
+                grew = false
+                for j in region {
+                    for s in matcher.dataSlots(plan.steps[j]) {
+                        guard let p = producer[s], !region.contains(p), !taken.contains(p),
+                              let shape = matcher.rowShape(p), shape.rank == rank, shape.width == width || shape.width == 1,
+                              plan.steps[p].outputSlots.count == 1, !protected.contains(s) else { continue }
+                        let reads = region.reduce(0) { n, m in n + matcher.reads(of: s, by: plan.steps[m]) } + matcher.reads(of: s, by: plan.steps[p])
+                        guard reads == useCount[s] else { continue }
+                        region.insert(p)
+                        grew = true
+                    }
+                }
+            }
+            guard region.count >= minimumOps else { continue }
+            let order = region.sorted()
+            guard let fallback = FusedFallback(order.map { plan.steps[$0] }),
+                  let program = matcher.program(order, fallback: fallback, width: width, rank: rank) else { continue }
+            let root = plan.steps[i]
+            let site = FusionSite(kind: kind, op: root.op.name, reason: nil)
+            let runtime = Runtime(program: program, fallback: fallback, site: site)
+            let inputs = fallback.externals.enumerated().map { k, r in (name: k == 0 ? firstInputName : "rowwise.e\(k)", refs: [r]) }
+            replace[i] = ExecutionPlan.Step(op: root.op, kernel: runtime.kernel, inputs: inputs, outputSlots: root.outputSlots,
+                                            release: [], isConstant: false, blocks: [])
+            taken.formUnion(region)
+            sites.append(site)
+        }
+        guard !replace.isEmpty else { return sites }
+        plan.steps = plan.steps.enumerated().compactMap { i, st in
+            if let r = replace[i] { return r }
+            return taken.contains(i) ? nil : st
+        }
+        return sites.reversed()
+    }
+
+    /// Plan-time questions about steps.
+    struct Matcher {
+        let plan: ExecutionPlan.BlockPlan
+        let constValue: (ExecutionPlan.Ref) -> ConstValue?
+
+        /// Data input names of a row op (the others are its parameters).
+        static func dataInputs(_ type: String) -> [String]? {
+            if unary.contains(type) || reductions[type] != nil { return ["x"] }
+            if binary.contains(type) { return ["x", "y"] }
+            return nil
+        }
+
+        func dataSlots(_ st: ExecutionPlan.Step) -> [Int] {
+            guard let names = Matcher.dataInputs(st.op.type) else { return [] }
+            return st.inputs.filter { names.contains($0.name) }.flatMap(\.refs).compactMap {
+                if case let .slot(s) = $0 { return s } else { return nil }
+            }
+        }
+
+        func reads(of s: Int, by st: ExecutionPlan.Step) -> Int {
+            st.inputs.reduce(0) { n, input in n + input.refs.filter { if case let .slot(x) = $0 { return x == s } else { return false } }.count }
+        }
+
+        /// Rank and last dim of a row op's (one, float) output; nil when the step is no row op.
+        func rowShape(_ i: Int) -> (rank: Int, width: Int)? {
+            let st = plan.steps[i]
+            guard Matcher.dataInputs(st.op.type) != nil, st.blocks.isEmpty, st.kernel != nil, !st.isConstant,
+                  st.op.outputs.count == 1, let t = st.op.outputs[0].type.tensorType, t.dtype.isFloat,
+                  !t.shape.contains(.variadic), let d = t.shape.last?.fixedValue, d >= 1 else { return nil }
+            return (t.shape.count, d)
+        }
+
+        /// The instructions of the region `order` (plan step indices, ascending), or nil when an
+        /// op's parameters or operand shapes do not fit a row program.
+        func program(_ order: [Int], fallback: FusedFallback, width: Int, rank: Int) -> Program? {
+            var instructions: [Instruction] = []
+            var dataExternals = Set<Int>()
+            var rowLocal = [Bool](repeating: false, count: fallback.steps.reduce(0) { $0 + $1.outputs.count })
+            for (k, i) in order.enumerated() {
+                let st = plan.steps[i], local = fallback.steps[k]
+                guard let shape = rowShape(i), local.outputs.count == 1 else { return nil }
+                let row = shape.width == width
+                func arg(_ name: String) -> Arg? {
+                    guard let refs = local.inputs.first(where: { $0.name == name })?.refs, refs.count == 1 else { return nil }
+                    switch refs[0] {
+                    case let .local(l): return .local(l)
+                    case let .external(e):
+                        // An outside operand must be rows of this width, one value a row or a scalar.
+                        guard let t = operandType(st, name), t.dtype.isFloat, !t.shape.contains(.variadic), t.shape.count <= rank else { return nil }
+                        if let last = t.shape.last {
+                            guard let d = last.fixedValue, d == width || d == 1 else { return nil }
+                        }
+                        dataExternals.insert(e)
+                        return .external(e)
+                    }
+                }
+                func param(_ name: String) -> Float? {
+                    guard let r = st.inputs.first(where: { $0.name == name })?.refs, r.count == 1, let c = constValue(r[0]),
+                          let d = c.doubles(), d.count == 1 else { return nil }
+                    return Float(d[0])
+                }
+                func has(_ name: String) -> Bool { st.inputs.contains { $0.name == name } }
+                /// ``EW/epsilon``: the op's epsilon, else the MIL default in the dtype of x.
+                func epsilon(_ d: Float) -> Float? {
+                    if has("epsilon") { return param("epsilon") }
+                    return operandType(st, "x")?.dtype == .fp16 ? Half.toFloat(Half.fromFloat(d)) : d
+                }
+                guard let a = arg("x") else { return nil }
+                var b: Arg?
+                let code: Code
+                switch st.op.type {
+                case "abs": code = .abs
+                case "square": code = .square
+                case "sqrt": code = .sqrt
+                case "rsqrt": guard let e = epsilon(1e-12) else { return nil }; code = .rsqrt(e)
+                case "inverse": guard let e = epsilon(1e-4) else { return nil }; code = .inverse(e)
+                case "clip":
+                    guard let lo = param("alpha"), let hi = param("beta") else { return nil }
+                    code = .clip(lo, hi)
+                case let t where binary.contains(t):
+                    guard let y = arg("y") else { return nil }
+                    b = y
+                    switch t {
+                    case "add": code = .add
+                    case "sub": code = .sub
+                    case "mul": code = .mul
+                    case "real_div": code = .div
+                    case "maximum": code = .maximum
+                    default: code = .minimum
+                    }
+                case let t:
+                    guard let mode = reductions[t], !row, has("axes"), let ax = constValue(st.inputs.first { $0.name == "axes" }!.refs[0])?.ints(),
+                          ax.count == 1, ax[0] == -1 || ax[0] == rank - 1,
+                          let keep = st.inputs.first(where: { $0.name == "keep_dims" }).flatMap({ $0.refs.count == 1 ? constValue($0.refs[0])?.ints() : nil }),
+                          keep == [1] else { return nil }
+                    // The reduced operand must be a full row.
+                    if case let .local(l) = a, !rowLocal[l] { return nil }
+                    code = .reduce(mode)
+                }
+                // A row value needs a row operand; a reduction makes one value a row.
+                let out = local.outputs[0]
+                rowLocal[out] = row
+                instructions.append(Instruction(code: code, a: a, b: b, out: out, row: row))
+            }
+            guard let dt = plan.steps[order.last!].op.outputs[0].type.tensorType?.dtype else { return nil }
+            return Program(instructions: instructions, locals: rowLocal.count, rowLocals: rowLocal, width: width, rank: rank, outputDType: dt,
+                           dataExternals: dataExternals.sorted())
+        }
+
+        /// The declared type of a step's operand `name` (nil when not one tensor).
+        func operandType(_ st: ExecutionPlan.Step, _ name: String) -> TensorType? {
+            guard let v = st.op.input(name)?.operands, v.count == 1 else { return nil }
+            return v[0].type.tensorType
+        }
+    }
+}
+
+extension ExecutionPlan {
+    /// ``RowwiseFusion`` on (default); `FORGE_ROWWISE_FUSION=0` turns it off (for A/B
+    /// measurements and for checking that fused and unfused runs agree).
+    static let rowwiseFusion = ProcessInfo.processInfo.environment["FORGE_ROWWISE_FUSION"] != "0"
+}
