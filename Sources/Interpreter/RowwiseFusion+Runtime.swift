@@ -28,30 +28,29 @@ extension RowwiseFusion {
             }
         }
 
-        /// How an external operand is read: `stride` 0 (one value: a scalar, or one per row with
-        /// `perRow`) or 1 (a vector, or a row per row with `perRow`).
+        /// An external operand: its values, its width (values a row), and whether it has a row
+        /// per output row (leading dims broadcast) or one row for all (a vector or a scalar).
         struct Source {
             let data: [Float]
-            let stride: Int
+            let width: Int
             let perRow: Bool
         }
 
         /// Runs the program over every row; nil when an operand's shape does not fit (the
         /// fallback then runs the ops).
         func rows(_ values: [RuntimeValue]) throws -> RuntimeValue? {
-            let p = program, d = p.width
+            let p = program
             var leads: [Int: [Int]] = [:]
             var sources = [Source?](repeating: nil, count: values.count)
             for e in p.dataExternals {
                 let t = try values[e].dense()
-                let n = t.count
-                if n == 1 && d > 1 {
-                    sources[e] = Source(data: t.floats, stride: 0, perRow: false)
-                } else if t.rank == p.rank, let last = t.shape.last, last == d || last == 1 {
+                let w = p.externalWidths[e]
+                guard (t.shape.last ?? 1) == w else { return nil }
+                if t.rank == p.rank {
                     leads[e] = Array(t.shape.dropLast())
-                    sources[e] = Source(data: t.floats, stride: last == d ? 1 : 0, perRow: true)
-                } else if n == d, t.shape.last == d {
-                    sources[e] = Source(data: t.floats, stride: 1, perRow: false)
+                    sources[e] = Source(data: t.floats, width: w, perRow: true)
+                } else if t.count == w {
+                    sources[e] = Source(data: t.floats, width: w, perRow: false)
                 } else {
                     return nil
                 }
@@ -85,10 +84,10 @@ extension RowwiseFusion {
                 }
                 rowOf[e] = map
             }
-            let outRow = p.instructions.last!.row
-            let outWidth = outRow ? d : 1
+            let outWidth = p.instructions.last!.width
             var out: [Float] = BufferPool.uninitialized(rows * outWidth)
-            if scratch.count < p.locals * d { scratch = [Float](repeating: 0, count: p.locals * d) }
+            let pitch = p.width
+            if scratch.count < p.widths.count * pitch { scratch = [Float](repeating: 0, count: p.widths.count * pitch) }
             let ok = withSources(sources, 0) { ptrs in
                 scratch.withUnsafeMutableBufferPointer { sp in
                     out.withUnsafeMutableBufferPointer { op in
@@ -117,31 +116,35 @@ extension RowwiseFusion {
         @inline(__always)
         private func run(row r: Int, _ ptrs: [UnsafePointer<Float>?], _ sources: [Source?], _ rowOf: [[Int]?],
                          _ scratch: UnsafeMutablePointer<Float>, _ out: UnsafeMutablePointer<Float>) -> Bool {
-            let p = program, d = p.width
+            let p = program, pitch = p.width
+            /// An operand's values in this row and its width.
             func operand(_ a: Arg) -> (UnsafePointer<Float>, Int)? {
                 switch a {
-                case let .local(l):
-                    // A local's stride: 1 for a row value; a reduction's one value is read as 0.
-                    return (UnsafePointer(scratch + l * d), 1)
+                case let .local(l): return (UnsafePointer(scratch + l * pitch), p.widths[l])
                 case let .external(e):
                     guard let base = ptrs[e], let s = sources[e] else { return nil }
-                    let src = rowOf[e]?[r] ?? r
-                    let off = s.perRow ? src * (s.stride == 1 ? d : 1) : 0
-                    return (base + off, s.stride)
+                    return (base + (s.perRow ? (rowOf[e]?[r] ?? r) * s.width : 0), s.width)
                 }
             }
             let last = p.instructions.count - 1
             for (k, ins) in p.instructions.enumerated() {
-                let n = ins.row ? d : 1
-                let dst = k == last ? out : scratch + ins.out * d
-                guard let oa = operand(ins.a) else { return false }
-                let a = oa.0
-                var sa = oa.1
-                if case let .local(l) = ins.a, !rowValued(l) { sa = 0 }
+                let n = ins.width
+                let dst = k == last ? out : scratch + ins.out * pitch
+                guard let (a, aw) = operand(ins.a) else { return false }
+                // An operand of width 1 under a wider output is one value broadcast.
+                let sa = aw == 1 ? 0 : 1
                 switch ins.code {
-                case let .reduce(mode):
-                    guard sa == 1 else { return false }
-                    dst[0] = Reduce.row(a, d, mode)
+                case let .reduce(mode): dst[0] = Reduce.row(a, aw, mode)
+                case let .slice(start): for i in 0..<n { dst[i] = a[start + i] }
+                case .concat:
+                    var o = 0
+                    for i in 0..<aw { dst[i] = a[i] }
+                    o = aw
+                    for x in ins.rest {
+                        guard let (b, bw) = operand(x) else { return false }
+                        for i in 0..<bw { dst[o + i] = b[i] }
+                        o += bw
+                    }
                 case .abs: unary(a, sa, dst, n) { Swift.abs($0) }
                 case .square: unary(a, sa, dst, n) { $0 * $0 }
                 case .sqrt: unary(a, sa, dst, n) { $0.squareRoot() }
@@ -149,10 +152,8 @@ extension RowwiseFusion {
                 case let .inverse(e): unary(a, sa, dst, n) { 1 / ($0 + e) }
                 case let .clip(lo, hi): unary(a, sa, dst, n) { EW.minNaN(EW.maxNaN($0, lo), hi) }
                 default:
-                    guard let bArg = ins.b, let ob = operand(bArg) else { return false }
-                    let b = ob.0
-                    var sb = ob.1
-                    if case let .local(l) = bArg, !rowValued(l) { sb = 0 }
+                    guard let bArg = ins.b, let (b, bw) = operand(bArg) else { return false }
+                    let sb = bw == 1 ? 0 : 1
                     switch ins.code {
                     case .add: binary(a, sa, b, sb, dst, n) { $0 + $1 }
                     case .sub: binary(a, sa, b, sb, dst, n) { $0 - $1 }
@@ -165,9 +166,6 @@ extension RowwiseFusion {
             }
             return true
         }
-
-        /// Whether local `l` holds a row (else one value).
-        private func rowValued(_ l: Int) -> Bool { program.rowLocals[l] }
 
         @inline(__always)
         private func unary(_ a: UnsafePointer<Float>, _ sa: Int, _ dst: UnsafeMutablePointer<Float>, _ n: Int, _ f: (Float) -> Float) {

@@ -20,10 +20,12 @@ import GraphIR
 ///
 /// Whatever the op order, a region is found from its output op back through the producers
 /// whose every reader is in the region. Ops: `abs`, `square`, `sqrt`, `rsqrt`, `inverse`,
-/// `clip`, `add`, `sub`, `mul`, `real_div`, `maximum`, `minimum`, and `reduce_sum` /
-/// `reduce_mean` / `reduce_max` / `reduce_min` over the last axis with `keep_dims = true`;
-/// float outputs of one rank whose last dim is one static `D` (or 1 after a reduction);
-/// parameters (`epsilon`, `alpha`, `beta`, `axes`) constant. Each op computes as its own
+/// `clip`, `add`, `sub`, `mul`, `real_div`, `maximum`, `minimum`, `reduce_sum` /
+/// `reduce_mean` / `reduce_max` / `reduce_min` over the last axis with `keep_dims = true`, and
+/// on the last axis only `slice_by_index` (stride 1, every other axis whole) and `concat`
+/// (so RoPE's `rotate_half` — two slices, a negation, a concat — joins its `x·cos + r·sin`);
+/// float outputs of one rank whose last dim is static; parameters (`epsilon`, `alpha`, `beta`,
+/// `axes`, `begin`, `end`, masks) constant. Each op computes as its own
 /// kernel does (the same Float operations and row sums: ``Reduce/row(_:_:_:)``, the
 /// MIL-default epsilons), so the results are bit-identical to the unfused graph. Runs only in
 /// `fp32` precision (`fp16` rounds every op output). Operands whose run-time shapes are not
@@ -40,6 +42,8 @@ enum RowwiseFusion {
     static let binary: Set<String> = ["add", "sub", "mul", "real_div", "maximum", "minimum"]
     static let reductions: [String: ReductionKernels.Mode] = ["reduce_sum": .sum, "reduce_mean": .mean, "reduce_max": .max, "reduce_min": .min]
 
+    static let dataMovement: Set<String> = ["slice_by_index", "concat"]
+
     static func isFused(_ st: ExecutionPlan.Step) -> Bool { st.inputs.first?.name == firstInputName }
 
     /// Where an instruction reads a value: a value made in the region, or a fused-step input.
@@ -54,24 +58,31 @@ enum RowwiseFusion {
         case clip(Float, Float)
         case add, sub, mul, div, maximum, minimum
         case reduce(ReductionKernels.Mode)
+        /// Values `start ..< start + width` of the operand's row.
+        case slice(Int)
+        /// The operands' rows one after another (`Instruction/rest` after `a`).
+        case concat
     }
 
     struct Instruction {
         let code: Code
         let a: Arg
         let b: Arg?
-        /// The local value written; `row`: D values a row, else one.
+        /// `concat`'s operands after `a`.
+        var rest: [Arg] = []
+        /// The local value written, and its width (values a row).
         let out: Int
-        let row: Bool
+        let width: Int
     }
 
     /// A region at plan time, ready to run.
     struct Program {
         let instructions: [Instruction]
-        let locals: Int
-        /// Per local: a row of `width` values (else one value).
-        let rowLocals: [Bool]
-        /// The last dim of the row values.
+        /// Width (values a row) of each local.
+        let widths: [Int]
+        /// Width of each external data operand (0: a parameter).
+        let externalWidths: [Int]
+        /// The widest local (the scratch pitch).
         let width: Int
         /// Rank of every value of the region (and of the output).
         let rank: Int
@@ -100,8 +111,7 @@ enum RowwiseFusion {
         var sites: [FusionSite] = []
         var replace: [Int: ExecutionPlan.Step] = [:]
         for i in plan.steps.indices.reversed() where !taken.contains(i) {
-            guard let width = matcher.rowShape(i)?.width else { continue }
-            let rank = matcher.rowShape(i)!.rank
+            guard let rank = matcher.rowShape(i)?.rank else { continue }
             // Grow back from the output op: a producer joins when every read of its output is
             // by a member (so no value made inside is needed outside).
             var region: Set<Int> = [i]
@@ -111,7 +121,7 @@ enum RowwiseFusion {
                 for j in region {
                     for s in matcher.dataSlots(plan.steps[j]) {
                         guard let p = producer[s], !region.contains(p), !taken.contains(p),
-                              let shape = matcher.rowShape(p), shape.rank == rank, shape.width == width || shape.width == 1,
+                              let shape = matcher.rowShape(p), shape.rank == rank,
                               plan.steps[p].outputSlots.count == 1, !protected.contains(s) else { continue }
                         let reads = region.reduce(0) { n, m in n + matcher.reads(of: s, by: plan.steps[m]) } + matcher.reads(of: s, by: plan.steps[p])
                         guard reads == useCount[s] else { continue }
@@ -123,7 +133,7 @@ enum RowwiseFusion {
             guard region.count >= minimumOps else { continue }
             let order = region.sorted()
             guard let fallback = FusedFallback(order.map { plan.steps[$0] }),
-                  let program = matcher.program(order, fallback: fallback, width: width, rank: rank) else { continue }
+                  let program = matcher.program(order, fallback: fallback, rank: rank) else { continue }
             let root = plan.steps[i]
             let site = FusionSite(kind: kind, op: root.op.name, reason: nil)
             let runtime = Runtime(program: program, fallback: fallback, site: site)
@@ -148,8 +158,9 @@ enum RowwiseFusion {
 
         /// Data input names of a row op (the others are its parameters).
         static func dataInputs(_ type: String) -> [String]? {
-            if unary.contains(type) || reductions[type] != nil { return ["x"] }
+            if unary.contains(type) || reductions[type] != nil || type == "slice_by_index" { return ["x"] }
             if binary.contains(type) { return ["x", "y"] }
+            if type == "concat" { return ["values"] }
             return nil
         }
 
@@ -175,79 +186,135 @@ enum RowwiseFusion {
 
         /// The instructions of the region `order` (plan step indices, ascending), or nil when an
         /// op's parameters or operand shapes do not fit a row program.
-        func program(_ order: [Int], fallback: FusedFallback, width: Int, rank: Int) -> Program? {
+        func program(_ order: [Int], fallback: FusedFallback, rank: Int) -> Program? {
             var instructions: [Instruction] = []
-            var dataExternals = Set<Int>()
-            var rowLocal = [Bool](repeating: false, count: fallback.steps.reduce(0) { $0 + $1.outputs.count })
+            var widths = [Int](repeating: 0, count: fallback.steps.reduce(0) { $0 + $1.outputs.count })
+            var externalWidths = [Int](repeating: 0, count: fallback.externals.count)
             for (k, i) in order.enumerated() {
                 let st = plan.steps[i], local = fallback.steps[k]
                 guard let shape = rowShape(i), local.outputs.count == 1 else { return nil }
-                let row = shape.width == width
-                func arg(_ name: String) -> Arg? {
-                    guard let refs = local.inputs.first(where: { $0.name == name })?.refs, refs.count == 1 else { return nil }
-                    switch refs[0] {
-                    case let .local(l): return .local(l)
+                let width = shape.width
+                /// Operand `ref` of declared type `t`, with its width (values a row).
+                func arg(_ ref: FusedFallback.Ref, _ t: TensorType?) -> (Arg, Int)? {
+                    switch ref {
+                    case let .local(l): return (.local(l), widths[l])
                     case let .external(e):
-                        // An outside operand must be rows of this width, one value a row or a scalar.
-                        guard let t = operandType(st, name), t.dtype.isFloat, !t.shape.contains(.variadic), t.shape.count <= rank else { return nil }
-                        if let last = t.shape.last {
-                            guard let d = last.fixedValue, d == width || d == 1 else { return nil }
-                        }
-                        dataExternals.insert(e)
-                        return .external(e)
+                        // An outside operand: rows (or one value a row) of this rank, a vector, or a scalar.
+                        guard let t, t.dtype.isFloat, !t.shape.contains(.variadic), t.shape.count <= rank else { return nil }
+                        let w = t.shape.isEmpty ? 1 : (t.shape.last?.fixedValue ?? 0)
+                        guard w >= 1, externalWidths[e] == 0 || externalWidths[e] == w else { return nil }
+                        externalWidths[e] = w
+                        return (.external(e), w)
                     }
                 }
+                func arg(_ name: String) -> (Arg, Int)? {
+                    guard let refs = local.inputs.first(where: { $0.name == name })?.refs, refs.count == 1 else { return nil }
+                    return arg(refs[0], operandType(st, name))
+                }
+                func constant(_ name: String) -> ConstValue? {
+                    guard let r = st.inputs.first(where: { $0.name == name })?.refs, r.count == 1 else { return nil }
+                    return constValue(r[0])
+                }
                 func param(_ name: String) -> Float? {
-                    guard let r = st.inputs.first(where: { $0.name == name })?.refs, r.count == 1, let c = constValue(r[0]),
-                          let d = c.doubles(), d.count == 1 else { return nil }
+                    guard let d = constant(name)?.doubles(), d.count == 1 else { return nil }
                     return Float(d[0])
                 }
+                func ints(_ name: String) -> [Int]? { constant(name)?.ints() }
                 func has(_ name: String) -> Bool { st.inputs.contains { $0.name == name } }
                 /// ``EW/epsilon``: the op's epsilon, else the MIL default in the dtype of x.
                 func epsilon(_ d: Float) -> Float? {
                     if has("epsilon") { return param("epsilon") }
                     return operandType(st, "x")?.dtype == .fp16 ? Half.toFloat(Half.fromFloat(d)) : d
                 }
-                guard let a = arg("x") else { return nil }
+                let type = st.op.type
+                var a: Arg, aw: Int
                 var b: Arg?
+                var rest: [Arg] = []
                 let code: Code
-                switch st.op.type {
-                case "abs": code = .abs
-                case "square": code = .square
-                case "sqrt": code = .sqrt
-                case "rsqrt": guard let e = epsilon(1e-12) else { return nil }; code = .rsqrt(e)
-                case "inverse": guard let e = epsilon(1e-4) else { return nil }; code = .inverse(e)
-                case "clip":
-                    guard let lo = param("alpha"), let hi = param("beta") else { return nil }
-                    code = .clip(lo, hi)
-                case let t where binary.contains(t):
-                    guard let y = arg("y") else { return nil }
-                    b = y
-                    switch t {
-                    case "add": code = .add
-                    case "sub": code = .sub
-                    case "mul": code = .mul
-                    case "real_div": code = .div
-                    case "maximum": code = .maximum
-                    default: code = .minimum
+                if type == "concat" {
+                    // Along the last axis, not interleaved: the rows one after another.
+                    guard let ax = ints("axis"), ax.count == 1, ax[0] == -1 || ax[0] == rank - 1,
+                          !has("interleave") || ints("interleave") == [0],
+                          let refs = local.inputs.first(where: { $0.name == "values" })?.refs, refs.count >= 2,
+                          let operands = st.op.input("values")?.operands, operands.count == refs.count else { return nil }
+                    var args: [(Arg, Int)] = []
+                    for (r, o) in zip(refs, operands) {
+                        guard let x = arg(r, o.type.tensorType) else { return nil }
+                        args.append(x)
                     }
-                case let t:
-                    guard let mode = reductions[t], !row, has("axes"), let ax = constValue(st.inputs.first { $0.name == "axes" }!.refs[0])?.ints(),
-                          ax.count == 1, ax[0] == -1 || ax[0] == rank - 1,
-                          let keep = st.inputs.first(where: { $0.name == "keep_dims" }).flatMap({ $0.refs.count == 1 ? constValue($0.refs[0])?.ints() : nil }),
-                          keep == [1] else { return nil }
-                    // The reduced operand must be a full row.
-                    if case let .local(l) = a, !rowLocal[l] { return nil }
-                    code = .reduce(mode)
+                    guard args.reduce(0, { $0 + $1.1 }) == width else { return nil }
+                    // Every operand a full row of its width (not one value broadcast).
+                    for (x, w) in args { if case .external = x, w == 1 { return nil } }
+                    (a, aw) = args[0]
+                    rest = args.dropFirst().map(\.0)
+                    code = .concat
+                } else {
+                    guard let x = arg("x") else { return nil }
+                    (a, aw) = x
+                    switch type {
+                    case "abs": code = .abs
+                    case "square": code = .square
+                    case "sqrt": code = .sqrt
+                    case "rsqrt": guard let e = epsilon(1e-12) else { return nil }; code = .rsqrt(e)
+                    case "inverse": guard let e = epsilon(1e-4) else { return nil }; code = .inverse(e)
+                    case "clip":
+                        guard let lo = param("alpha"), let hi = param("beta") else { return nil }
+                        code = .clip(lo, hi)
+                    case "slice_by_index":
+                        guard let start = lastAxisSlice(st, rank: rank, inputWidth: aw, width: width) else { return nil }
+                        code = .slice(start)
+                    case let t where binary.contains(t):
+                        guard let y = arg("y"), y.1 == width || y.1 == 1 else { return nil }
+                        b = y.0
+                        switch t {
+                        case "add": code = .add
+                        case "sub": code = .sub
+                        case "mul": code = .mul
+                        case "real_div": code = .div
+                        case "maximum": code = .maximum
+                        default: code = .minimum
+                        }
+                    case let t:
+                        guard let mode = reductions[t], width == 1, let ax = ints("axes"), ax.count == 1, ax[0] == -1 || ax[0] == rank - 1,
+                              ints("keep_dims") == [1] else { return nil }
+                        code = .reduce(mode)
+                    }
+                    // Elementwise: the operand is a row of the output's width or one value a row.
+                    if case .reduce = code {} else if case .slice = code {} else { guard aw == width || aw == 1 else { return nil } }
                 }
-                // A row value needs a row operand; a reduction makes one value a row.
                 let out = local.outputs[0]
-                rowLocal[out] = row
-                instructions.append(Instruction(code: code, a: a, b: b, out: out, row: row))
+                widths[out] = width
+                instructions.append(Instruction(code: code, a: a, b: b, rest: rest, out: out, width: width))
             }
             guard let dt = plan.steps[order.last!].op.outputs[0].type.tensorType?.dtype else { return nil }
-            return Program(instructions: instructions, locals: rowLocal.count, rowLocals: rowLocal, width: width, rank: rank, outputDType: dt,
-                           dataExternals: dataExternals.sorted())
+            let dataExternals = externalWidths.indices.filter { externalWidths[$0] > 0 }
+            return Program(instructions: instructions, widths: widths, externalWidths: externalWidths,
+                           width: max(1, widths.max() ?? 1), rank: rank, outputDType: dt, dataExternals: dataExternals)
+        }
+
+        /// The start of a `slice_by_index` that keeps every axis but the last whole and takes
+        /// `width` consecutive values of the last (of `inputWidth`), or nil. Resolved as the
+        /// kernel resolves it (``SliceRegion``: negative indices, masks).
+        func lastAxisSlice(_ st: ExecutionPlan.Step, rank: Int, inputWidth: Int, width: Int) -> Int? {
+            func values(_ name: String) -> [Int]? {
+                guard let r = st.inputs.first(where: { $0.name == name })?.refs, r.count == 1 else { return nil }
+                return constValue(r[0])?.ints()
+            }
+            func flags(_ name: String) -> [Bool]? {
+                guard st.inputs.contains(where: { $0.name == name }) else { return [Bool](repeating: false, count: rank) }
+                return values(name)?.map { $0 != 0 }
+            }
+            guard let begin = values("begin"), let end = values("end"), begin.count == rank, end.count == rank,
+                  let bm = flags("begin_mask"), let em = flags("end_mask"), let sm = flags("squeeze_mask"),
+                  bm.count == rank, em.count == rank, sm.count == rank else { return nil }
+            let stride = st.inputs.contains(where: { $0.name == "stride" }) ? values("stride") : [Int](repeating: 1, count: rank)
+            guard let stride, stride.count == rank, stride.allSatisfy({ $0 == 1 }), !sm.contains(true) else { return nil }
+            // Leading axes whole: from 0 (or masked) to the end (masked).
+            for k in 0..<(rank - 1) where !((bm[k] || begin[k] == 0) && em[k]) { return nil }
+            guard let r = try? SliceRegion(shape: [inputWidth], begin: [begin[rank - 1]], end: [end[rank - 1]], stride: [1],
+                                           beginMask: [bm[rank - 1]], endMask: [em[rank - 1]], squeezeMask: [false]),
+                  r.lengths == [width], r.steps == [1] else { return nil }
+            return r.starts[0]
         }
 
         /// The declared type of a step's operand `name` (nil when not one tensor).

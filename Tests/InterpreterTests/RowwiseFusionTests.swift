@@ -108,6 +108,43 @@ final class RowwiseFusionTests: XCTestCase {
         XCTAssertEqual(plan2.fusionSites.first { $0.kind == RowwiseFusion.kind }?.fusedCalls, 1)
     }
 
+    /// transformers' rotate-half RoPE as coremltools writes it: `x[..., D/2:]` and `x[..., :D/2]`
+    /// by `slice_by_index` (masks, a negative begin), the first negated (`mul` by −1), `concat` on
+    /// the last axis, then `x·cos + rot·sin` with cos / sin of one head for every query head:
+    /// one step.
+    func testRotateHalfRoPEIsOneStep() throws {
+        let h = 2, half = d / 2
+        let b = ProgramBuilder()
+        let qt: MILType = .tensor(.fp32, [1, h, s, d]), ht: MILType = .tensor(.fp32, [1, h, s, half]), ct: MILType = .tensor(.fp32, [1, 1, s, d])
+        let q = b.input("q", qt), cos = b.input("cos", ct), sin = b.input("sin", ct)
+        let hi = b.apply("slice_by_index", ["x": q, "begin": b.const("b1", ints: [0, 0, 0, -Int32(half)], shape: [4]),
+                                            "end": b.const("e1", ints: [1, Int32(h), 0, 0], shape: [4]),
+                                            "end_mask": b.const("m1", bools: [true, true, true, true], shape: [4])], ht)
+        let lo = b.apply("slice_by_index", ["x": q, "begin": b.const("b2", ints: [0, 0, 0, 0], shape: [4]),
+                                            "end": b.const("e2", ints: [1, Int32(h), 0, Int32(half)], shape: [4]),
+                                            "end_mask": b.const("m2", bools: [true, true, true, false], shape: [4])], ht)
+        let neg = b.apply("mul", ["x": hi, "y": b.const("m", floats: [-1], shape: [])], ht)
+        let rot = b.apply("concat", ["axis": b.const("ax", ints: [-1], shape: []), "interleave": b.const("il", bools: [false], shape: [])],
+                          qt, variadic: ["values": [neg, lo]])
+        let y = b.apply("add", ["x": b.apply("mul", ["x": q, "y": cos], qt), "y": b.apply("mul", ["x": rot, "y": sin], qt)], qt, name: "y")
+        let f = b.function(outputs: [y])
+        let feeds = inputs(f, seed: 13)
+        let (fused, unfused, plan) = try runBoth(f, feeds)
+        XCTAssertEqual(plan.fusions[RowwiseFusion.kind], 1)
+        XCTAssertEqual(plan.root.steps.filter { !$0.isConstant }.count, 1, "slices, negation, concat and the products: one step")
+        XCTAssertEqual(fused, unfused)
+        let (qv, cv, sv) = (feeds["q"]!.floats.map(Double.init), feeds["cos"]!.floats.map(Double.init), feeds["sin"]!.floats.map(Double.init))
+        for hh in 0..<h {
+            for i in 0..<s {
+                for j in 0..<d {
+                    let base = (hh * s + i) * d
+                    let r = j < half ? -qv[base + j + half] : qv[base + j - half]
+                    XCTAssertEqual(Double(fused[base + j]), qv[base + j] * cv[i * d + j] + r * sv[i * d + j], accuracy: 1e-6)
+                }
+            }
+        }
+    }
+
     /// An operand that is neither rows of the output, a vector, one value a row nor a scalar
     /// ([S, D] against [1, 1, S, D] rows: a rank the program does not index) runs the original
     /// ops, and `--profile` counts the fallback.
