@@ -63,7 +63,14 @@ extension RowwiseFusion {
                     if lead[k] == 1 { lead[k] = l[k] } else if l[k] != 1 { return nil }
                 }
             }
-            let rows = lead.reduce(1, *)
+            // Checked: broadcast leading dims can multiply past any one operand's size (the
+            // original ops then report it).
+            var rows = 1
+            for n in lead {
+                let (v, o) = rows.multipliedReportingOverflow(by: n)
+                guard !o, v <= Int(Int32.max) else { return nil }
+                rows = v
+            }
             // Each per-row operand's row for every output row (0 along its size-1 dims).
             var rowOf = [[Int]?](repeating: nil, count: values.count)
             for (e, l) in leads where l != lead {
@@ -85,7 +92,9 @@ extension RowwiseFusion {
                 rowOf[e] = map
             }
             let outWidth = p.instructions.last!.width
-            var out: [Float] = BufferPool.uninitialized(rows * outWidth)
+            let (total, o) = rows.multipliedReportingOverflow(by: outWidth)
+            guard !o, total <= Int(Int32.max) else { return nil }
+            var out: [Float] = BufferPool.uninitialized(total)
             let pitch = p.width
             if scratch.count < p.widths.count * pitch { scratch = [Float](repeating: 0, count: p.widths.count * pitch) }
             let ok = withSources(sources, 0) { ptrs in

@@ -264,7 +264,7 @@ enum RowwiseFusion {
                         guard let start = lastAxisSlice(st, rank: rank, inputWidth: aw, width: width) else { return nil }
                         code = .slice(start)
                     case let t where binary.contains(t):
-                        guard let y = arg("y"), y.1 == width || y.1 == 1 else { return nil }
+                        guard let y = arg("y"), y.1 == width || y.1 == 1, max(aw, y.1) == width else { return nil }
                         b = y.0
                         switch t {
                         case "add": code = .add
@@ -279,8 +279,15 @@ enum RowwiseFusion {
                               ints("keep_dims") == [1] else { return nil }
                         code = .reduce(mode)
                     }
-                    // Elementwise: the operand is a row of the output's width or one value a row.
-                    if case .reduce = code {} else if case .slice = code {} else { guard aw == width || aw == 1 else { return nil } }
+                    // Elementwise: the output is as wide as its widest operand (a declared width
+                    // beyond every operand's would size the scratch from the type alone), the
+                    // others a row of that width or one value a row.
+                    switch code {
+                    case .reduce, .slice: break
+                    default:
+                        guard aw == width || aw == 1 else { return nil }
+                        if b == nil { guard aw == width else { return nil } }
+                    }
                 }
                 let out = local.outputs[0]
                 widths[out] = width

@@ -145,6 +145,33 @@ final class RowwiseFusionTests: XCTestCase {
         }
     }
 
+    /// No rows (a zero-length sequence) and NaN / ±inf values: the same outputs as the ops run
+    /// one by one (an empty tensor of the graph's shape; NaN through `clip`, `maximum` and the
+    /// row max as the kernels propagate it).
+    func testEmptyRowsAndNonFiniteValues() throws {
+        for rows in [0, 2] {
+            let b = ProgramBuilder()
+            let row: MILType = .tensor(.fp32, [1, rows, d]), one: MILType = .tensor(.fp32, [1, rows, 1])
+            let x = b.input("x", row)
+            let m = b.apply("reduce_max", ["x": x, "axes": b.const("ax", ints: [-1], shape: [1]), "keep_dims": b.const("kd", bools: [true], shape: [])], one)
+            let c = b.apply("clip", ["x": x, "alpha": b.const("lo", floats: [-1], shape: []), "beta": b.const("hi", floats: [1], shape: [])], row)
+            let y = b.apply("maximum", ["x": b.apply("sub", ["x": c, "y": m], row), "y": b.const("z", floats: [-0.5], shape: [])], row, name: "y")
+            let f = b.function(outputs: [y])
+            var xv = (0..<(rows * d)).map { Float($0) / 3 - 2 }
+            if rows > 0 { xv[1] = .nan; xv[d + 2] = .infinity; xv[d + 3] = -.infinity }
+            let feeds = ["x": Tensor(.fp32, shape: [1, rows, d], floats: xv)]
+            let (fused, unfused, plan) = try runBoth(f, feeds)
+            XCTAssertEqual(plan.fusions[RowwiseFusion.kind], 1)
+            XCTAssertEqual(fused.count, rows * d)
+            XCTAssertEqual(fused.map(\.bitPattern), unfused.map(\.bitPattern), "rows \(rows)")
+            if rows > 0 {
+                XCTAssertTrue(fused[0].isNaN, "a NaN in the row makes its max NaN")
+                // Row 1: max is +inf, so clip(x) − inf = −inf, and maximum(−inf, −0.5) = −0.5.
+                XCTAssertEqual(fused[d], -0.5)
+            }
+        }
+    }
+
     /// An operand that is neither rows of the output, a vector, one value a row nor a scalar
     /// ([S, D] against [1, 1, S, D] rows: a rank the program does not index) runs the original
     /// ops, and `--profile` counts the fallback.
