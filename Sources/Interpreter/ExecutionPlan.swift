@@ -99,6 +99,11 @@ public final class ExecutionPlan {
 
     final class BlockPlan {
         var steps: [Step] = []
+        /// ``steps`` without the constant-only ones whose outputs are cached (set after the
+        /// first run that cached them all): a decode step then walks its ~800 running steps, not
+        /// also the ~2,000 `const` ops it skips (each a Step, its output list and a cache entry
+        /// to load, out of cache since the last token's weights went through).
+        var running: [Step]?
         var inputSlots: [Int] = []
         var outputRefs: [Ref] = []
     }
@@ -483,7 +488,7 @@ public final class ExecutionPlan {
         let profiling = profile != nil
         let roundAll = precision == .fp16
         let observer = self.observer, valueObserver = self.valueObserver
-        for step in plan.steps {
+        for step in plan.running ?? plan.steps {
             if step.isConstant, step.outputSlots.isEmpty || constantOpCache[step.outputSlots[0]] != nil {
                 continue
             }
@@ -551,6 +556,9 @@ public final class ExecutionPlan {
                 swap(&v, &slots[s])
                 if let v { pool.release(v) }
             }
+        }
+        if plan.running == nil {
+            plan.running = plan.steps.filter { !($0.isConstant && ($0.outputSlots.isEmpty || constantOpCache[$0.outputSlots[0]] != nil)) }
         }
     }
 
