@@ -157,6 +157,10 @@ extension RowwiseFusion {
                 case .abs: unary(a, sa, dst, n) { Swift.abs($0) }
                 case .square: unary(a, sa, dst, n) { $0 * $0 }
                 case .sqrt: unary(a, sa, dst, n) { $0.squareRoot() }
+                case .relu: unary(a, sa, dst, n) { $0 < 0 ? 0 : $0 }
+                // The activation kernels' own eight-lane forms (lane by lane: the same bits).
+                case .sigmoid: unary8(a, sa, dst, n) { 1 / (1 + FastExp.exp8(-$0)) }
+                case .silu: unary8(a, sa, dst, n) { $0 / (1 + FastExp.exp8(-$0)) }
                 case let .rsqrt(e): unary(a, sa, dst, n) { 1 / ($0 + e).squareRoot() }
                 case let .inverse(e): unary(a, sa, dst, n) { 1 / ($0 + e) }
                 case let .clip(lo, hi): unary(a, sa, dst, n) { EW.minNaN(EW.maxNaN($0, lo), hi) }
@@ -179,6 +183,12 @@ extension RowwiseFusion {
         @inline(__always)
         private func unary(_ a: UnsafePointer<Float>, _ sa: Int, _ dst: UnsafeMutablePointer<Float>, _ n: Int, _ f: (Float) -> Float) {
             if sa == 1 { for i in 0..<n { dst[i] = f(a[i]) } } else { let v = f(a[0]); for i in 0..<n { dst[i] = v } }
+        }
+
+        @inline(__always)
+        private func unary8(_ a: UnsafePointer<Float>, _ sa: Int, _ dst: UnsafeMutablePointer<Float>, _ n: Int,
+                            _ f: (SIMD8<Float>) -> SIMD8<Float>) {
+            if sa == 1 { FastExp.apply(a, dst, n, f) } else { let v = f(SIMD8(repeating: a[0]))[0]; for i in 0..<n { dst[i] = v } }
         }
 
         @inline(__always)

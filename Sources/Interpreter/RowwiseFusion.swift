@@ -20,7 +20,7 @@ import GraphIR
 ///
 /// Whatever the op order, a region is found from its output op back through the producers
 /// whose every reader is in the region. Ops: `abs`, `square`, `sqrt`, `rsqrt`, `inverse`,
-/// `clip`, `add`, `sub`, `mul`, `real_div`, `maximum`, `minimum`, `reduce_sum` /
+/// `clip`, `relu`, `sigmoid`, `silu` (SwiGLU's `silu(gate) · up`), `add`, `sub`, `mul`, `real_div`, `maximum`, `minimum`, `reduce_sum` /
 /// `reduce_mean` / `reduce_max` / `reduce_min` over the last axis with `keep_dims = true`, and
 /// on the last axis only `slice_by_index` (stride 1, every other axis whole) and `concat`
 /// (so RoPE's `rotate_half` — two slices, a negation, a concat — joins its `x·cos + r·sin`);
@@ -36,9 +36,9 @@ enum RowwiseFusion {
     /// The first input name of a fused step.
     static let firstInputName = "rowwise.e0"
     /// Smallest region worth a step of its own.
-    static let minimumOps = 3
+    static let minimumOps = 2
 
-    static let unary: Set<String> = ["abs", "square", "sqrt", "rsqrt", "inverse", "clip"]
+    static let unary: Set<String> = ["abs", "square", "sqrt", "rsqrt", "inverse", "clip", "relu", "sigmoid", "silu"]
     static let binary: Set<String> = ["add", "sub", "mul", "real_div", "maximum", "minimum"]
     static let reductions: [String: ReductionKernels.Mode] = ["reduce_sum": .sum, "reduce_mean": .mean, "reduce_max": .max, "reduce_min": .min]
 
@@ -53,7 +53,7 @@ enum RowwiseFusion {
     }
 
     enum Code {
-        case abs, square, sqrt
+        case abs, square, sqrt, relu, sigmoid, silu
         case rsqrt(Float), inverse(Float)
         case clip(Float, Float)
         case add, sub, mul, div, maximum, minimum
@@ -255,6 +255,9 @@ enum RowwiseFusion {
                     case "abs": code = .abs
                     case "square": code = .square
                     case "sqrt": code = .sqrt
+                    case "relu": code = .relu
+                    case "sigmoid": code = .sigmoid
+                    case "silu": code = .silu
                     case "rsqrt": guard let e = epsilon(1e-12) else { return nil }; code = .rsqrt(e)
                     case "inverse": guard let e = epsilon(1e-4) else { return nil }; code = .inverse(e)
                     case "clip":

@@ -1,3 +1,4 @@
+import Foundation
 import GraphIR
 @testable import Interpreter
 import TestSupport
@@ -170,6 +171,23 @@ final class RowwiseFusionTests: XCTestCase {
                 XCTAssertEqual(fused[d], -0.5)
             }
         }
+    }
+
+    /// SwiGLU's `silu(gate) · up` (two ops): one step, through the activation kernels' own
+    /// eight-lane `silu` (a row of 8 + 3 values: the padded tail too); x·σ(x) in Double.
+    func testSwiGLUIsOneStep() throws {
+        let w = 11
+        let b = ProgramBuilder()
+        let row: MILType = .tensor(.fp32, [1, s, w])
+        let gate = b.input("gate", row), up = b.input("up", row)
+        let y = b.apply("mul", ["x": b.apply("silu", ["x": gate], row), "y": up], row, name: "y")
+        let f = b.function(outputs: [y])
+        let feeds = inputs(f, seed: 17)
+        let (fused, unfused, plan) = try runBoth(f, feeds)
+        XCTAssertEqual(plan.fusions[RowwiseFusion.kind], 1)
+        XCTAssertEqual(fused, unfused)
+        let (g, u) = (feeds["gate"]!.floats.map(Double.init), feeds["up"]!.floats.map(Double.init))
+        for i in 0..<(s * w) { XCTAssertEqual(Double(fused[i]), g[i] / (1 + Foundation.exp(-g[i])) * u[i], accuracy: 1e-5) }
     }
 
     /// An operand that is neither rows of the output, a vector, one value a row nor a scalar
