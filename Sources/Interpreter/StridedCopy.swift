@@ -133,9 +133,18 @@ extension ShapeKernels {
         }
     }
 
-    /// `x` viewed through `shape` / `strides` from `offset`, copied into a new contiguous tensor.
+    /// `x` viewed through `shape` / `strides` from `offset`, copied into a new contiguous tensor
+    /// — or, when the view reads every element of `x` in storage order (a `transpose` that only
+    /// moves size-1 axes, e.g. `[1, 1, H, D]` → `[1, H, 1, D]` at S = 1; a whole-tensor slice),
+    /// `x`'s storage under the new shape (shared, as `reshape` shares: a later write copies).
     static func view(_ x: Tensor, shape outShape: [Int], offset: Int, strides: [Int], resultShape: [Int]? = nil) throws -> Tensor {
         let count = product(outShape)
+        if offset == 0, count == x.count, count > 0, strides.count == outShape.count {
+            let cs = contiguousStrides(outShape)
+            if outShape.indices.allSatisfy({ outShape[$0] == 1 || strides[$0] == cs[$0] }) {
+                return tensor(like: x, shape: resultShape ?? outShape, data: x.data)
+            }
+        }
         let r = Region(shape: outShape, source: 0, srcOffset: offset, srcStrides: strides,
                        dstOffset: 0, dstStrides: contiguousStrides(outShape))
         let data = try assemble([x.data], count: count, fill: nil, regions: [r])
