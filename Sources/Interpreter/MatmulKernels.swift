@@ -75,8 +75,8 @@ enum MatmulKernels {
             if m > 8 {
                 var w: [Float] = BufferPool.uninitialized(n * k)
                 h.withUnsafeBufferPointer { hp in w.withUnsafeMutableBufferPointer { fk_half_to_float(hp.baseAddress!, $0.baseAddress!, n * k) } }
-                try withBase(xs) { xp in
-                    try withOptionalBase(bias) { bp in
+                withBase(xs) { xp in
+                    withOptionalBase(bias) { bp in
                         w.withUnsafeBufferPointer { wp in
                             out.withUnsafeMutableBufferPointer { op in
                                 GEMM.nt(m: m, n: n, k: k, a: xp, lda: k, b: wp.baseAddress!, ldb: k, c: op.baseAddress!, ldc: n, bias: bp)
@@ -89,8 +89,8 @@ enum MatmulKernels {
                 // Output columns in chunks of whole 4-row groups (the GEMV's pass) on CKernels'
                 // spinning pool, as the fp32 and int8 products split (GEMM.parallelChunks): a
                 // dispatch worker's wake-up costs about as much as a decode-sized product.
-                try withBase(xs) { xp in
-                    try withOptionalBase(bias) { bp in
+                withBase(xs) { xp in
+                    withOptionalBase(bias) { bp in
                         h.withUnsafeBufferPointer { hp in
                             out.withUnsafeMutableBufferPointer { op in
                                 let c = UnsafeMutablePointer(op.baseAddress!), w = hp.baseAddress!
