@@ -252,6 +252,9 @@ enum RowwiseFusion {
                           let operands = st.op.input("values")?.operands, operands.count == refs.count else { return nil }
                     var args: [(Arg, Int)] = []
                     for (r, o) in zip(refs, operands) {
+                        // concat does not broadcast ranks either: an outside operand of another
+                        // rank (a vector [D] beside [1, 1, D]) is the op's error, not a row.
+                        if case .external = r, o.type.tensorType?.shape.count != rank { return nil }
                         guard let x = arg(r, o.type.tensorType) else { return nil }
                         args.append(x)
                     }

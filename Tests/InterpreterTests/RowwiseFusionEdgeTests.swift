@@ -246,4 +246,35 @@ final class RowwiseFusionEdgeTests: XCTestCase {
             XCTAssertEqual(try plan.run(inputs: ok)["y"]?.floats, [9, 16, 1, 4])
         }
     }
+
+    /// A concat operand of a lower rank ([D] beside [1, 1, D]): the op rejects it; so must the
+    /// fused plan.
+    func testConcatOfAnotherRankIsAnError() throws {
+        let d = 2
+        let b = ProgramBuilder()
+        let x = b.input("x", tt(.fp32, [1, 1, d])), w = b.input("w", tt(.fp32, [d]))
+        let c = b.apply("concat", ["axis": b.const("ax", ints: [-1], shape: []), "interleave": b.const("il", bools: [false], shape: [])],
+                        tt(.fp32, [1, 1, 2 * d]), variadic: ["values": [b.apply("abs", ["x": x], tt(.fp32, [1, 1, d])), w]])
+        let y = b.apply("square", ["x": c], tt(.fp32, [1, 1, 2 * d]), name: "y")
+        let f = b.function(outputs: [y])
+        let feeds = ["x": Tensor(.fp32, shape: [1, 1, d], floats: [3, -4]), "w": Tensor(.fp32, shape: [d], floats: [1, 2])]
+        XCTAssertThrowsError(try ExecutionPlan(function: f, observing: .all).run(inputs: feeds), "the ops reject it")
+        XCTAssertThrowsError(try ExecutionPlan(function: f).run(inputs: feeds), "and the fused plan")
+    }
+
+    /// An intermediate read by a non-row op (a reshape) stays a value of its own; the rest fuses.
+    func testIntermediateReadOutsideTheRegion() throws {
+        let (s, d) = (2, 4)
+        let b = ProgramBuilder()
+        let row = tt(.fp32, [1, s, d])
+        let x = b.input("x", row)
+        let a = b.apply("abs", ["x": x], row)
+        let m = b.apply("mul", ["x": a, "y": b.const("k", floats: [3], shape: [])], row)
+        let r = b.apply("reshape", ["x": a, "shape": b.const("sh", ints: [1, Int32(s), Int32(d)], shape: [3])], row)
+        let y = b.apply("sub", ["x": b.apply("sqrt", ["x": m], row), "y": r], row, name: "y")
+        let f = b.function(outputs: [y])
+        let xv = vals(s * d, seed: 50)
+        let (fused, _, _) = try both(f, ["x": Tensor(.fp32, shape: [1, s, d], floats: xv)])
+        for i in 0..<(s * d) { XCTAssertEqual(fused[i], (abs(xv[i]) * 3).squareRoot() - abs(xv[i])) }
+    }
 }
