@@ -280,7 +280,9 @@ enum RowwiseFusion {
                         guard let lo = param("alpha"), let hi = param("beta") else { return nil }
                         code = .clip(lo, hi)
                     case "slice_by_index":
-                        guard let start = lastAxisSlice(st, rank: rank, inputWidth: aw, width: width) else { return nil }
+                        // x of the region's rank (begin / end have one value an axis of it).
+                        guard operandType(st, "x")?.shape.count == rank,
+                              let start = lastAxisSlice(st, rank: rank, inputWidth: aw, width: width) else { return nil }
                         code = .slice(start)
                     case let t where binary.contains(t):
                         guard let y = arg("y"), y.1 == width || y.1 == 1, max(aw, y.1) == width else { return nil }

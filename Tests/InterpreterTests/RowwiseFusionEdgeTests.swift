@@ -277,4 +277,19 @@ final class RowwiseFusionEdgeTests: XCTestCase {
         let (fused, _, _) = try both(f, ["x": Tensor(.fp32, shape: [1, s, d], floats: xv)])
         for i in 0..<(s * d) { XCTAssertEqual(fused[i], (abs(xv[i]) * 3).squareRoot() - abs(xv[i])) }
     }
+
+    /// A slice whose x has a lower rank than its begin / end ([D] with three-value begin / end):
+    /// the op rejects it; so must the fused plan.
+    func testSliceOfAnotherRankIsAnError() throws {
+        let d = 4
+        let b = ProgramBuilder()
+        let w = b.input("w", tt(.fp32, [d]))
+        let sl = b.apply("slice_by_index", ["x": w, "begin": b.const("b", ints: [0, 0, 1], shape: [3]), "end": b.const("e", ints: [1, 1, 3], shape: [3]),
+                                            "end_mask": b.const("em", bools: [true, true, false], shape: [3])], tt(.fp32, [1, 1, 2]))
+        let y = b.apply("mul", ["x": sl, "y": b.input("x", tt(.fp32, [1, 1, 2]))], tt(.fp32, [1, 1, 2]), name: "y")
+        let f = b.function(outputs: [y])
+        let feeds = ["w": Tensor(.fp32, shape: [d], floats: [1, 2, 3, 4]), "x": Tensor(.fp32, shape: [1, 1, 2], floats: [5, 6])]
+        XCTAssertThrowsError(try ExecutionPlan(function: f, observing: .all).run(inputs: feeds), "the ops reject it")
+        XCTAssertThrowsError(try ExecutionPlan(function: f).run(inputs: feeds), "and the fused plan")
+    }
 }
