@@ -63,6 +63,22 @@ extension RowwiseFusion {
                     if lead[k] == 1 { lead[k] = l[k] } else if l[k] != 1 { return nil }
                 }
             }
+            // concat does not broadcast: its operands' leading dims (each the broadcast of its
+            // inputs'; a vector or a scalar has none) must be equal, else the op reports it.
+            for operands in p.concatOperandSources {
+                var first: [Int]?
+                for inputs in operands {
+                    var l = [Int](repeating: 1, count: p.rank - 1)
+                    for e in inputs {
+                        guard let le = leads[e] else { continue }
+                        for k in l.indices where le[k] != l[k] {
+                            if l[k] == 1 { l[k] = le[k] } else if le[k] != 1 { return nil }
+                        }
+                    }
+                    if let first, first != l { return nil }
+                    first = l
+                }
+            }
             // Checked: broadcast leading dims can multiply past any one operand's size (the
             // original ops then report it).
             var rows = 1

@@ -89,6 +89,10 @@ enum RowwiseFusion {
         let outputDType: DType
         /// External inputs read as data (others are constant parameters).
         let dataExternals: [Int]
+        /// For each `concat`, for each operand, the external inputs its value is computed from:
+        /// concat (unlike the elementwise ops) does not broadcast, so at run time the operands'
+        /// leading dims (the broadcast of those inputs') must be equal.
+        var concatOperandSources: [[[Int]]] = []
     }
 
     /// Rewrites `plan`'s steps in place; returns every fused region (no candidate is reported
@@ -190,6 +194,15 @@ enum RowwiseFusion {
             var instructions: [Instruction] = []
             var widths = [Int](repeating: 0, count: fallback.steps.reduce(0) { $0 + $1.outputs.count })
             var externalWidths = [Int](repeating: 0, count: fallback.externals.count)
+            /// The external inputs each local is computed from.
+            var sources = [Set<Int>](repeating: [], count: widths.count)
+            var concatOperandSources: [[[Int]]] = []
+            func sourcesOf(_ a: Arg) -> Set<Int> {
+                switch a {
+                case let .local(l): return sources[l]
+                case let .external(e): return [e]
+                }
+            }
             for (k, i) in order.enumerated() {
                 let st = plan.steps[i], local = fallback.steps[k]
                 guard let shape = rowShape(i), local.outputs.count == 1 else { return nil }
@@ -239,6 +252,9 @@ enum RowwiseFusion {
                           let operands = st.op.input("values")?.operands, operands.count == refs.count else { return nil }
                     var args: [(Arg, Int)] = []
                     for (r, o) in zip(refs, operands) {
+                        // concat does not broadcast ranks either: an outside operand of another
+                        // rank (a vector [D] beside [1, 1, D]) is the op's error, not a row.
+                        if case .external = r, o.type.tensorType?.shape.count != rank { return nil }
                         guard let x = arg(r, o.type.tensorType) else { return nil }
                         args.append(x)
                     }
@@ -264,7 +280,9 @@ enum RowwiseFusion {
                         guard let lo = param("alpha"), let hi = param("beta") else { return nil }
                         code = .clip(lo, hi)
                     case "slice_by_index":
-                        guard let start = lastAxisSlice(st, rank: rank, inputWidth: aw, width: width) else { return nil }
+                        // x of the region's rank (begin / end have one value an axis of it).
+                        guard operandType(st, "x")?.shape.count == rank,
+                              let start = lastAxisSlice(st, rank: rank, inputWidth: aw, width: width) else { return nil }
                         code = .slice(start)
                     case let t where binary.contains(t):
                         guard let y = arg("y"), y.1 == width || y.1 == 1, max(aw, y.1) == width else { return nil }
@@ -294,12 +312,16 @@ enum RowwiseFusion {
                 }
                 let out = local.outputs[0]
                 widths[out] = width
+                let operands = [a] + (b.map { [$0] } ?? []) + rest
+                sources[out] = operands.reduce(into: Set<Int>()) { $0.formUnion(sourcesOf($1)) }
+                if case .concat = code { concatOperandSources.append(operands.map { sourcesOf($0).sorted() }) }
                 instructions.append(Instruction(code: code, a: a, b: b, rest: rest, out: out, width: width))
             }
             guard let dt = plan.steps[order.last!].op.outputs[0].type.tensorType?.dtype else { return nil }
             let dataExternals = externalWidths.indices.filter { externalWidths[$0] > 0 }
             return Program(instructions: instructions, widths: widths, externalWidths: externalWidths,
-                           width: max(1, widths.max() ?? 1), rank: rank, outputDType: dt, dataExternals: dataExternals)
+                           width: max(1, widths.max() ?? 1), rank: rank, outputDType: dt, dataExternals: dataExternals,
+                           concatOperandSources: concatOperandSources)
         }
 
         /// The start of a `slice_by_index` that keeps every axis but the last whole and takes
