@@ -15,10 +15,10 @@ import GraphIR
 /// only for beta >= 0.
 enum ActivationKernels {
     static let table: [String: Kernel] = [
-        "relu": { try ElementwiseKernels.unary($0, { $0 < 0 ? 0 : $0 }) },
+        "relu": { try ElementwiseKernels.unary($0, EW.relu) },
         "relu6": { try ElementwiseKernels.unary($0, { $0 < 0 ? 0 : ($0 > 6 ? 6 : $0) }) },
-        "sigmoid": { try unary8($0, { 1 / (1 + FastExp.exp8(-$0)) }) },
-        "silu": { try unary8($0, { $0 / (1 + FastExp.exp8(-$0)) }) },
+        "sigmoid": { try unary8($0, FastExp.sigmoid8) },
+        "silu": { try unary8($0, FastExp.silu8) },
         "softplus": { try ElementwiseKernels.unary($0, { Act.softplus($0) }) },
         "softsign": { try ElementwiseKernels.unary($0, { $0 / (1 + Swift.abs($0)) }) },
         "gelu": gelu,
@@ -237,6 +237,14 @@ enum Act {
 /// overflows to +inf, NaN stays NaN. Used by `exp`, `sigmoid`, `silu`, `softmax`, `gelu` (sigmoid
 /// and tanh forms), `tanh`, `scaled_tanh`, which on LLM activations are dominated by exp.
 enum FastExp {
+    /// `sigmoid` eight lanes at a time: 1 / (1 + e^−x) (the kernel's and the row programs' form).
+    @inline(__always)
+    static func sigmoid8(_ x: SIMD8<Float>) -> SIMD8<Float> { 1 / (1 + exp8(-x)) }
+
+    /// `silu` eight lanes at a time: x / (1 + e^−x).
+    @inline(__always)
+    static func silu8(_ x: SIMD8<Float>) -> SIMD8<Float> { x / (1 + exp8(-x)) }
+
     @inline(__always)
     static func exp8(_ x: SIMD8<Float>) -> SIMD8<Float> {
         let hi = SIMD8<Float>(repeating: 88.72283)   // ln(Float.greatestFiniteMagnitude)

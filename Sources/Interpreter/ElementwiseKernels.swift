@@ -62,12 +62,12 @@ enum ElementwiseKernels {
         "round": { try unary($0, { $0.rounded(.toNearestOrEven) }) },
         // Unary with epsilon (default per MIL, in the dtype of x).
         "rsqrt": { inv in
-            let e = try EW.epsilon(inv, default: 1e-12)
-            return try ActivationKernels.unary8(inv, { 1 / ($0 + e).squareRoot() })
+            let e = try EW.epsilon(inv, default: EW.rsqrtEpsilon)
+            return try ActivationKernels.unary8(inv, { EW.rsqrt8($0, e) })
         },
         "inverse": { inv in
-            let e = try EW.epsilon(inv, default: 1e-4)
-            return try unary(inv, { 1 / ($0 + e) })
+            let e = try EW.epsilon(inv, default: EW.inverseEpsilon)
+            return try unary(inv, { EW.inverse($0, e) })
         },
         "log": { inv in
             let e = try EW.epsilon(inv, default: .leastNonzeroMagnitude)  // MIL default 1e-45
@@ -75,7 +75,7 @@ enum ElementwiseKernels {
         },
         "clip": { inv in
             let lo = try inv.float("alpha"), hi = try inv.float("beta")
-            return try unary(inv, { EW.minNaN(EW.maxNaN($0, lo), hi) })
+            return try unary(inv, { EW.clip($0, lo, hi) })
         },
         "threshold": { inv in
             let x = try inv.tensor("x")
@@ -367,8 +367,31 @@ enum EW {
             let e = try inv.float("epsilon")
             return inv.precision == .fp16 && dt == .fp16 ? Half.toFloat(Half.fromFloat(e)) : e
         }
-        return dt == .fp16 ? Half.toFloat(Half.fromFloat(d)) : d
+        return defaultEpsilon(d, dtype: dt)
     }
+
+    /// The MIL default epsilon `d` in the dtype of x (fp16-rounded for an fp16 x).
+    static func defaultEpsilon(_ d: Float, dtype: DType) -> Float { dtype == .fp16 ? Half.toFloat(Half.fromFloat(d)) : d }
+
+    /// MIL defaults of `rsqrt` and `inverse`'s epsilon.
+    static let rsqrtEpsilon: Float = 1e-12
+    static let inverseEpsilon: Float = 1e-4
+
+    /// `rsqrt`: 1 / √(x + ε), eight lanes at a time.
+    @inline(__always)
+    static func rsqrt8(_ x: SIMD8<Float>, _ e: Float) -> SIMD8<Float> { 1 / (x + e).squareRoot() }
+
+    /// `inverse`: 1 / (x + ε).
+    @inline(__always)
+    static func inverse(_ x: Float, _ e: Float) -> Float { 1 / (x + e) }
+
+    /// `clip`: min(max(x, α), β), NaN propagated.
+    @inline(__always)
+    static func clip(_ x: Float, _ lo: Float, _ hi: Float) -> Float { minNaN(maxNaN(x, lo), hi) }
+
+    /// `relu`: max(x, 0) (NaN kept).
+    @inline(__always)
+    static func relu(_ x: Float) -> Float { x < 0 ? 0 : x }
 
     /// `cast` dtype strings (MIL iOS17).
     static let castDTypes: [String: DType] = [

@@ -172,14 +172,14 @@ extension RowwiseFusion {
                     }
                 case .abs: unary(a, sa, dst, n) { Swift.abs($0) }
                 case .square: unary(a, sa, dst, n) { $0 * $0 }
-                case .sqrt: unary(a, sa, dst, n) { $0.squareRoot() }
-                case .relu: unary(a, sa, dst, n) { $0 < 0 ? 0 : $0 }
-                // The activation kernels' own eight-lane forms (lane by lane: the same bits).
-                case .sigmoid: unary8(a, sa, dst, n) { 1 / (1 + FastExp.exp8(-$0)) }
-                case .silu: unary8(a, sa, dst, n) { $0 / (1 + FastExp.exp8(-$0)) }
-                case let .rsqrt(e): unary(a, sa, dst, n) { 1 / ($0 + e).squareRoot() }
-                case let .inverse(e): unary(a, sa, dst, n) { 1 / ($0 + e) }
-                case let .clip(lo, hi): unary(a, sa, dst, n) { EW.minNaN(EW.maxNaN($0, lo), hi) }
+                // The kernels' own forms (EW, FastExp; the eight-lane ones lane by lane: the same bits).
+                case .sqrt: unary8(a, sa, dst, n) { $0.squareRoot() }
+                case .relu: unary(a, sa, dst, n, EW.relu)
+                case .sigmoid: unary8(a, sa, dst, n, FastExp.sigmoid8)
+                case .silu: unary8(a, sa, dst, n, FastExp.silu8)
+                case let .rsqrt(e): unary8(a, sa, dst, n) { EW.rsqrt8($0, e) }
+                case let .inverse(e): unary(a, sa, dst, n) { EW.inverse($0, e) }
+                case let .clip(lo, hi): unary(a, sa, dst, n) { EW.clip($0, lo, hi) }
                 default:
                     guard let bArg = ins.b, let (b, bw) = operand(bArg) else { return false }
                     let sb = bw == 1 ? 0 : 1

@@ -38,11 +38,15 @@ enum RowwiseFusion {
     /// Smallest region worth a step of its own.
     static let minimumOps = 2
 
-    static let unary: Set<String> = ["abs", "square", "sqrt", "rsqrt", "inverse", "clip", "relu", "sigmoid", "silu"]
-    static let binary: Set<String> = ["add", "sub", "mul", "real_div", "maximum", "minimum"]
+    /// The ops without parameters, by MIL name (the others: `rsqrt`, `inverse`, `clip`, the
+    /// reductions, `slice_by_index`, `concat`).
+    static let plain: [String: Code] = [
+        "abs": .abs, "square": .square, "sqrt": .sqrt, "relu": .relu, "sigmoid": .sigmoid, "silu": .silu,
+        "add": .add, "sub": .sub, "mul": .mul, "real_div": .div, "maximum": .maximum, "minimum": .minimum,
+    ]
+    /// Unary ops with constant parameters.
+    static let parameterized: Set<String> = ["rsqrt", "inverse", "clip"]
     static let reductions: [String: ReductionKernels.Mode] = ["reduce_sum": .sum, "reduce_mean": .mean, "reduce_max": .max, "reduce_min": .min]
-
-    static let dataMovement: Set<String> = ["slice_by_index", "concat"]
 
     static func isFused(_ st: ExecutionPlan.Step) -> Bool { st.inputs.first?.name == firstInputName }
 
@@ -62,6 +66,14 @@ enum RowwiseFusion {
         case slice(Int)
         /// The operands' rows one after another (`Instruction/rest` after `a`).
         case concat
+
+        /// Reads `x` and `y`.
+        var isBinary: Bool {
+            switch self {
+            case .add, .sub, .mul, .div, .maximum, .minimum: return true
+            default: return false
+            }
+        }
     }
 
     struct Instruction {
@@ -162,8 +174,8 @@ enum RowwiseFusion {
 
         /// Data input names of a row op (the others are its parameters).
         static func dataInputs(_ type: String) -> [String]? {
-            if unary.contains(type) || reductions[type] != nil || type == "slice_by_index" { return ["x"] }
-            if binary.contains(type) { return ["x", "y"] }
+            if let c = plain[type] { return c.isBinary ? ["x", "y"] : ["x"] }
+            if parameterized.contains(type) || reductions[type] != nil || type == "slice_by_index" { return ["x"] }
             if type == "concat" { return ["values"] }
             return nil
         }
@@ -237,7 +249,7 @@ enum RowwiseFusion {
                 /// ``EW/epsilon``: the op's epsilon, else the MIL default in the dtype of x.
                 func epsilon(_ d: Float) -> Float? {
                     if has("epsilon") { return param("epsilon") }
-                    return operandType(st, "x")?.dtype == .fp16 ? Half.toFloat(Half.fromFloat(d)) : d
+                    return EW.defaultEpsilon(d, dtype: operandType(st, "x")?.dtype ?? .fp32)
                 }
                 let type = st.op.type
                 var a: Arg, aw: Int
@@ -268,14 +280,14 @@ enum RowwiseFusion {
                     guard let x = arg("x") else { return nil }
                     (a, aw) = x
                     switch type {
-                    case "abs": code = .abs
-                    case "square": code = .square
-                    case "sqrt": code = .sqrt
-                    case "relu": code = .relu
-                    case "sigmoid": code = .sigmoid
-                    case "silu": code = .silu
-                    case "rsqrt": guard let e = epsilon(1e-12) else { return nil }; code = .rsqrt(e)
-                    case "inverse": guard let e = epsilon(1e-4) else { return nil }; code = .inverse(e)
+                    case let t where plain[t] != nil:
+                        code = plain[t]!
+                        if code.isBinary {
+                            guard let y = arg("y"), y.1 == width || y.1 == 1, max(aw, y.1) == width else { return nil }
+                            b = y.0
+                        }
+                    case "rsqrt": guard let e = epsilon(EW.rsqrtEpsilon) else { return nil }; code = .rsqrt(e)
+                    case "inverse": guard let e = epsilon(EW.inverseEpsilon) else { return nil }; code = .inverse(e)
                     case "clip":
                         guard let lo = param("alpha"), let hi = param("beta") else { return nil }
                         code = .clip(lo, hi)
@@ -284,17 +296,6 @@ enum RowwiseFusion {
                         guard operandType(st, "x")?.shape.count == rank,
                               let start = lastAxisSlice(st, rank: rank, inputWidth: aw, width: width) else { return nil }
                         code = .slice(start)
-                    case let t where binary.contains(t):
-                        guard let y = arg("y"), y.1 == width || y.1 == 1, max(aw, y.1) == width else { return nil }
-                        b = y.0
-                        switch t {
-                        case "add": code = .add
-                        case "sub": code = .sub
-                        case "mul": code = .mul
-                        case "real_div": code = .div
-                        case "maximum": code = .maximum
-                        default: code = .minimum
-                        }
                     case let t:
                         guard let mode = reductions[t], width == 1, let ax = ints("axes"), ax.count == 1, ax[0] == -1 || ax[0] == rank - 1,
                               ints("keep_dims") == [1] else { return nil }
