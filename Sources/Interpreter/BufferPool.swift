@@ -17,7 +17,10 @@ import Darwin
 /// into it then copies (copy-on-write), so sharing costs an allocation, never correctness.
 ///
 /// Memory: free buffers of sizes a run did not ask for are kept up to ``idleBudgetBytes`` (most
-/// recently used first) and dropped beyond it at the end of the run (``endRun()``).
+/// recently used first; none by default) and dropped beyond it at the end of the run
+/// (``endRun()``), which then hands the freed pages back to the OS. So the first decode step
+/// after a prefill frees the prefill's wide buffers: decode runs in its own working set, and the
+/// next prefill allocates afresh (a few MiB of `malloc` per prompt, well under 1 % of its time).
 public final class BufferPool {
     /// Buffer traffic since the pool was made (or ``resetStats()``).
     public struct Stats: Equatable {
@@ -70,8 +73,11 @@ public final class BufferPool {
     @exclusivity(unchecked) private var origin: [UnsafeRawPointer: String] = [:]
     /// Free buffers kept per size; more are dropped.
     private let perSizeLimit = 16
-    /// Bytes of free buffers of sizes the last run did not use that are kept (32 MiB).
-    public var idleBudgetBytes = 32 << 20
+    /// Bytes of free buffers of sizes the last run did not use that are kept (0: none).
+    public var idleBudgetBytes = 0
+    /// Dropping at least this many bytes in one ``endRun()`` returns free heap pages to the OS
+    /// (`malloc_trim`): buffers under glibc's mmap threshold otherwise stay resident as free heap.
+    static let trimThresholdBytes = 1 << 20
     @exclusivity(unchecked) private var runIndex = 0
 
     public init() {}
@@ -324,8 +330,8 @@ public final class BufferPool {
     }
 
     /// Ends a run: free buffers of sizes not asked for during it are kept only up to
-    /// ``idleBudgetBytes`` (the most recently used sizes first), so a prefill's buffers wait
-    /// through the decode steps for the next prefill without a long prompt's buffers lingering.
+    /// ``idleBudgetBytes`` (the most recently used sizes first); when that drops at least
+    /// ``trimThresholdBytes``, the freed heap pages go back to the OS (``Memory/releaseFreeMemory()``).
     func endRun() {
         let run = runIndex
         runIndex += 1
@@ -339,10 +345,11 @@ public final class BufferPool {
             }
         }
         idle.sort { $0.last > $1.last }
-        var kept = 0
+        var kept = 0, dropped = 0
         for e in idle {
             kept += e.bytes
             guard kept > idleBudgetBytes else { continue }
+            dropped += e.bytes
             classes[e.c].floats = []
             classes[e.c].ints = []
             classes[e.c].bools = []
@@ -355,6 +362,7 @@ public final class BufferPool {
             classIndex.removeAll()
             for (i, c) in classes.enumerated() { classIndex.set(UInt(bitPattern: c.count &* 4 &+ c.tag), i) }
         }
+        if dropped >= BufferPool.trimThresholdBytes { Memory.releaseFreeMemory() }
         origin.removeAll(keepingCapacity: true)
         live.removeAll()
         pinnedForRun.removeAll()

@@ -83,10 +83,26 @@ final class BufferPoolTests: XCTestCase {
         XCTAssertEqual(pool.stats.misses, 1)
         pool.endRun()  // size 8 was used this run: kept
         XCTAssertEqual(pool.freeBytes, 32)
+        pool.idleBudgetBytes = 32
         pool.endRun()  // idle, within the idle budget: kept
         XCTAssertEqual(pool.freeBytes, 32)
         pool.idleBudgetBytes = 16
         pool.endRun()  // idle beyond the budget: dropped
+        XCTAssertEqual(pool.freeBytes, 0)
+    }
+
+    /// By default a size no run asked for is dropped at the end of the next run (a prefill's
+    /// wide buffers do not stay resident through decode).
+    func testDefaultDropsIdleSizes() {
+        let pool = BufferPool()
+        XCTAssertEqual(pool.idleBudgetBytes, 0)
+        pool.installed {
+            let a: [Float] = BufferPool.uninitialized(1 << 19)  // 2 MiB: past the trim threshold
+            pool.recycle(.tensor(Tensor(shape: [1 << 19], floats: a)))
+        }
+        pool.endRun()  // asked for this run: kept
+        XCTAssertEqual(pool.freeBytes, 2 << 20)
+        pool.endRun()  // idle: dropped (and the heap trimmed)
         XCTAssertEqual(pool.freeBytes, 0)
     }
 
