@@ -254,7 +254,8 @@ typedef struct {
 static long live_columns(const fk_attention_desc *a) {
     const float *m = a->mask + (a->rows - 1) * a->mask_row_stride;
     long live = 0;
-    for (long j = 0; j < a->ctx; j++) live += (m[j] > a->masked) || isnan(m[j]);
+    // !(x <= masked): above it, or NaN (branch-free, so the loop vectorizes).
+    for (long j = 0; j < a->ctx; j++) live += !(m[j] <= a->masked);
     return live == 0 ? a->ctx : live;
 }
 
@@ -374,6 +375,32 @@ AI BODY_TARGET void SFX(dot8_rows)(const float *q, const void *k, int half, cons
             out[c] += q[u] * (half ? h2f_soft(((const uint16_t *)k)[r[c] + u]) : ((const float *)k)[r[c] + u]);
 }
 
+/// The columns j < n the mask keeps (m[j] > threshold, or NaN: `!(m[j] <= threshold)`), in
+/// order, into `cols` (room for n; no write passes column j's own index); returns their count. Eight columns at a time:
+/// a block all kept or all masked (every block of a causal mask's row but the one at its edge)
+/// costs one compare, not a branch per column; a mixed block goes column by column, branch-free.
+AI BODY_TARGET long SFX(kept_columns)(const float *m, float threshold, long n, int32_t *cols) {
+    long nc = 0, j = 0;
+    const v8f t = SFX(splat)(threshold);
+    for (; j + 8 <= n; j += 8) {
+        const v8i masked = SFX(ld8)(m + j) <= t;  // lanes −1 where masked (false for NaN)
+        if (__builtin_reduce_or(masked) == 0) {
+            for (int c = 0; c < 8; c++) cols[nc + c] = (int32_t)(j + c);
+            nc += 8;
+        } else if (__builtin_reduce_and(masked) != -1) {
+            for (int c = 0; c < 8; c++) {
+                cols[nc] = (int32_t)(j + c);
+                nc += masked[c] == 0;
+            }
+        }
+    }
+    for (; j < n; j++) {
+        cols[nc] = (int32_t)j;
+        nc += !(m[j] <= threshold);
+    }
+    return nc;
+}
+
 /// The scores of one row over the columns the mask keeps (mask > `threshold`, or NaN):
 /// w[i] = (q · K[j]) · scale + m[j] and cols[i] = j for the i-th kept column j; K (`n` rows of
 /// `d`) is fp16 when `half`, else fp32. Returns the count, the largest score in *maxv. The
@@ -381,11 +408,7 @@ AI BODY_TARGET void SFX(dot8_rows)(const float *q, const void *k, int half, cons
 /// bits as one at a time).
 AI BODY_TARGET long SFX(scores)(const float *q, const void *k, int half, const float *m, float threshold, float scale,
                                 long n, long d, float *w, int32_t *cols, float *maxv) {
-    long nc = 0;
-    for (long j = 0; j < n; j++) {
-        if (!(m[j] > threshold) && !isnan(m[j])) continue;
-        cols[nc++] = (int32_t)j;
-    }
+    const long nc = SFX(kept_columns)(m, threshold, n, cols);
     long i = 0;
     const long rowb = d * (half ? 2 : 4);
     for (; i + 8 <= nc; i += 8) {
