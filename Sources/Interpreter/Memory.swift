@@ -3,7 +3,7 @@ import CKernels
 /// Process memory helpers (glibc malloc tuning; no-ops with other C libraries).
 public enum Memory {
     /// Returns free heap pages to the OS (glibc `malloc_trim`). ``Session`` calls it once the
-    /// model is loaded and planned.
+    /// model is loaded and planned, ``BufferPool`` when a run's end drops ≥ 1 MiB of idle buffers.
     @discardableResult
     public static func releaseFreeMemory() -> Bool { fk_release_free_memory() != 0 }
 
