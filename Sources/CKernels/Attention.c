@@ -375,10 +375,20 @@ AI BODY_TARGET void SFX(dot8_rows)(const float *q, const void *k, int half, cons
             out[c] += q[u] * (half ? h2f_soft(((const uint16_t *)k)[r[c] + u]) : ((const float *)k)[r[c] + u]);
 }
 
+/// Appends the kept columns of lo ..< hi to `cols[*nc ...]`, branch-free.
+AI BODY_TARGET void SFX(kept_range)(const float *m, float threshold, long lo, long hi, int32_t *cols, long *nc) {
+    long c = *nc;
+    for (long j = lo; j < hi; j++) {
+        cols[c] = (int32_t)j;
+        c += !(m[j] <= threshold);
+    }
+    *nc = c;
+}
+
 /// The columns j < n the mask keeps (m[j] > threshold, or NaN: `!(m[j] <= threshold)`), in
-/// order, into `cols` (room for n; no write passes column j's own index); returns their count. Eight columns at a time:
-/// a block all kept or all masked (every block of a causal mask's row but the one at its edge)
-/// costs one compare, not a branch per column; a mixed block goes column by column, branch-free.
+/// order, into `cols` (room for n; no write passes column j's own index); returns their count.
+/// Eight columns at a time: a block all kept or all masked (every block of a causal mask's row
+/// but the one at its edge) costs one compare, not a branch per column.
 AI BODY_TARGET long SFX(kept_columns)(const float *m, float threshold, long n, int32_t *cols) {
     long nc = 0, j = 0;
     const v8f t = SFX(splat)(threshold);
@@ -388,27 +398,18 @@ AI BODY_TARGET long SFX(kept_columns)(const float *m, float threshold, long n, i
             for (int c = 0; c < 8; c++) cols[nc + c] = (int32_t)(j + c);
             nc += 8;
         } else if (__builtin_reduce_and(masked) != -1) {
-            for (int c = 0; c < 8; c++) {
-                cols[nc] = (int32_t)(j + c);
-                nc += masked[c] == 0;
-            }
+            SFX(kept_range)(m, threshold, j, j + 8, cols, &nc);
         }
     }
-    for (; j < n; j++) {
-        cols[nc] = (int32_t)j;
-        nc += !(m[j] <= threshold);
-    }
+    SFX(kept_range)(m, threshold, j, n, cols, &nc);
     return nc;
 }
 
-/// The scores of one row over the columns the mask keeps (mask > `threshold`, or NaN):
-/// w[i] = (q · K[j]) · scale + m[j] and cols[i] = j for the i-th kept column j; K (`n` rows of
-/// `d`) is fp16 when `half`, else fp32. Returns the count, the largest score in *maxv. The
-/// kept columns are listed first, then their dots taken 8 at a time (``dot8_rows``; the same
-/// bits as one at a time).
-AI BODY_TARGET long SFX(scores)(const float *q, const void *k, int half, const float *m, float threshold, float scale,
-                                long n, long d, float *w, int32_t *cols, float *maxv) {
-    const long nc = SFX(kept_columns)(m, threshold, n, cols);
+/// The scores of one row over its `nc` kept columns (``kept_columns``): w[i] = (q · K[j]) ·
+/// scale + m[j] for j = cols[i]; K (rows of `d`) is fp16 when `half`, else fp32. Returns the
+/// largest score. The dots are taken 8 at a time (``dot8_rows``; the same bits as one at a time).
+AI BODY_TARGET float SFX(scores)(const float *q, const void *k, int half, const float *m, float scale,
+                                 long d, float *w, const int32_t *cols, long nc) {
     long i = 0;
     const long rowb = d * (half ? 2 : 4);
     for (; i + 8 <= nc; i += 8) {
@@ -428,8 +429,7 @@ AI BODY_TARGET long SFX(scores)(const float *q, const void *k, int half, const f
         w[i] = x;
         if (x > mx) mx = x;
     }
-    *maxv = mx;
-    return nc;
+    return mx;
 }
 
 /// The fp16 V row 32 kept columns ahead of column i, on the first 64-wide pass (a hint only).
@@ -530,18 +530,16 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
     float *w = sc->scores;
     int32_t *cols = sc->cols;
 
-    // Every column masked: attend over all of them, as the graph's softmax does. A NaN mask
-    // value is never skipped: the graph's softmax row is NaN then, and so is this one.
-    float threshold = a->masked;
-    long j = 0;
-    while (j < n && !(m[j] > threshold) && !isnan(m[j])) j++;
-    if (j == n) threshold = -INFINITY;
+    // Every column masked: attend over all of them (but −inf ones), as the graph's softmax
+    // does. A NaN mask value is never skipped: the graph's softmax row is NaN then, and so is
+    // this one.
+    long nc = SFX(kept_columns)(m, a->masked, n, cols);
+    if (nc == 0) nc = SFX(kept_columns)(m, -INFINITY, n, cols);
 
     const long kvoff = kvh * n * d;
-    float maxv;
     // A constant `half` in each call: the score loop is compiled once per K dtype.
-    const long nc = a->k_half ? SFX(scores)(q, (const uint16_t *)a->k + kvoff, 1, m, threshold, a->scale, n, d, w, cols, &maxv)
-                              : SFX(scores)(q, (const float *)a->k + kvoff, 0, m, threshold, a->scale, n, d, w, cols, &maxv);
+    const float maxv = a->k_half ? SFX(scores)(q, (const uint16_t *)a->k + kvoff, 1, m, a->scale, d, w, cols, nc)
+                                 : SFX(scores)(q, (const float *)a->k + kvoff, 0, m, a->scale, d, w, cols, nc);
     if (nc == 0) {  // an all −inf mask: NaN, as the graph gives
         for (long t = 0; t < d; t++) o[t] = NAN;
         return;
