@@ -344,6 +344,43 @@ final class MatmulKernelTests: XCTestCase {
         }
     }
 
+    /// `linear` with an fp16 weight read in place (``RuntimeValue/halfBlob``), at every row
+    /// count: the GEMV route (≤ 8 rows) and the widened-panel route (more rows, 32 weight rows a
+    /// panel, so 70 outputs leave a 6-row tail panel), on one thread and split across threads,
+    /// at every SIMD level. Expected: x · Wᵀ + b in Double with W the fp16 values.
+    func testLinearHalfWeightEveryRowCount() throws {
+        var rng = MMRandom(seed: 77)
+        let (n, k) = (70, 100)
+        let w = rng.floats(n * k)
+        let half = HalfBuffer(rounding: w)
+        let wh = (0..<(n * k)).map { Double(half[$0]) }
+        let bias = rng.floats(n)
+        defer {
+            GEMM.simdLevel = -1
+            GEMM.parallelGrain = GEMM.defaultParallelGrain
+        }
+        for m in [1, 8, 9, 40, 130] {
+            let xf = rng.floats(m * k), x = Tensor(.fp32, shape: [1, m, k], floats: xf)
+            var want = [Float](repeating: 0, count: m * n)
+            for i in 0..<m {
+                for j in 0..<n {
+                    var acc = Double(bias[j])
+                    for p in 0..<k { acc += Double(xf[i * k + p]) * wh[j * k + p] }
+                    want[i * n + j] = Float(acc)
+                }
+            }
+            for level in Self.levels {
+                for grain in [1, GEMM.defaultParallelGrain] {
+                    GEMM.simdLevel = level
+                    GEMM.parallelGrain = grain
+                    let got = try run("linear", ["x": .tensor(x), "weight": .halfBlob([n, k], half), "bias": .tensor(Tensor(.fp32, shape: [n], floats: bias))])
+                    XCTAssertEqual(got.shape, [1, m, n])
+                    assertClose(got.floats, want, tol: 2e-5 * Float(k), "fp16-weight linear, \(m) rows, level \(level), grain \(grain)")
+                }
+            }
+        }
+    }
+
     /// `matmul` with a quantized `y`, transposed or not, equals the dense product.
     func testMatmulQuantizedYMatchesDense() throws {
         var rng = MMRandom(seed: 6)
