@@ -88,7 +88,7 @@ enum MatmulKernels {
                                 let c = UnsafeMutablePointer(op.baseAddress!), w = hp.baseAddress!
                                 let rowsPer = halfPanelRows
                                 GEMM.parallelChunks(n, align: rowsPer, work: m * n * k) { cols in
-                                    let panel = UnsafeMutablePointer<Float>.allocate(capacity: rowsPer * k)
+                                    let panel = UnsafeMutablePointer<Float>.allocate(capacity: min(rowsPer, cols.count) * k)
                                     defer { panel.deallocate() }
                                     var j = cols.lowerBound
                                     while j < cols.upperBound {
