@@ -113,7 +113,7 @@ extension RowwiseFusion {
             var out: [Float] = BufferPool.uninitialized(total)
             let pitch = p.width
             if scratch.count < p.widths.count * pitch { scratch = [Float](repeating: 0, count: p.widths.count * pitch) }
-            let ok = withSources(sources, 0) { ptrs in
+            let ok = withSources(sources) { ptrs in
                 scratch.withUnsafeMutableBufferPointer { sp in
                     out.withUnsafeMutableBufferPointer { op in
                         for r in 0..<rows {
@@ -129,12 +129,19 @@ extension RowwiseFusion {
             return .tensor(Tensor(p.outputDType, shape: shape, floats: out))
         }
 
-        /// Calls `body` with the base address of every source (nil where none).
-        private func withSources<R>(_ s: [Source?], _ i: Int, _ ptrs: [UnsafePointer<Float>?] = [],
-                                    _ body: ([UnsafePointer<Float>?]) -> R) -> R {
-            if i == s.count { return body(ptrs) }
-            guard let src = s[i] else { return withSources(s, i + 1, ptrs + [nil], body) }
-            return src.data.withUnsafeBufferPointer { withSources(s, i + 1, ptrs + [$0.baseAddress], body) }
+        /// Calls `body` with the base address of every source (nil where none), collected in
+        /// one array (no array built per source).
+        private func withSources<R>(_ s: [Source?], _ body: ([UnsafePointer<Float>?]) -> R) -> R {
+            var ptrs = [UnsafePointer<Float>?](repeating: nil, count: s.count)
+            func nest(_ i: Int) -> R {
+                if i == s.count { return body(ptrs) }
+                guard let src = s[i] else { return nest(i + 1) }
+                return src.data.withUnsafeBufferPointer { p in
+                    ptrs[i] = p.baseAddress
+                    return nest(i + 1)
+                }
+            }
+            return nest(0)
         }
 
         /// One row: every instruction in order, the last one written to `out`.
