@@ -40,7 +40,9 @@ extension RowwiseFusion {
         /// fallback then runs the ops).
         func rows(_ values: [RuntimeValue]) throws -> RuntimeValue? {
             let p = program
-            var leads: [Int: [Int]] = [:]
+            // The leading dims of each per-row operand, by external index (an array, not a
+            // dictionary: a handful of entries, read in order).
+            var leads = [[Int]?](repeating: nil, count: values.count)
             var sources = [Source?](repeating: nil, count: values.count)
             for e in p.dataExternals {
                 let t = try values[e].dense()
@@ -57,8 +59,8 @@ extension RowwiseFusion {
             }
             // The output's leading dims: those of the per-row operands, broadcast (numpy rules,
             // equal ranks).
-            guard var lead = leads.values.first else { return nil }
-            for l in leads.values {
+            guard var lead = leads.first(where: { $0 != nil }) ?? nil else { return nil }
+            for case let l? in leads {
                 for k in l.indices where l[k] != lead[k] {
                     if lead[k] == 1 { lead[k] = l[k] } else if l[k] != 1 { return nil }
                 }
@@ -89,7 +91,8 @@ extension RowwiseFusion {
             }
             // Each per-row operand's row for every output row (0 along its size-1 dims).
             var rowOf = [[Int]?](repeating: nil, count: values.count)
-            for (e, l) in leads where l != lead {
+            for (e, l) in leads.enumerated() {
+                guard let l, l != lead else { continue }
                 var strides = [Int](repeating: 0, count: l.count)
                 var acc = 1
                 for k in l.indices.reversed() {
