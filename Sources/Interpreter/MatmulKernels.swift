@@ -74,8 +74,8 @@ enum MatmulKernels {
     /// time into a small per-thread buffer (cache-resident) and run the fp32 GEMM on each
     /// panel, output columns split across threads. Widening is exact, so both compute with the
     /// same weight values. (Widening the whole weight first wrote and read back 4 bytes a weight
-    /// through memory, and its fresh buffer page-faulted on every call: Apple's fp16 Llama 3.1
-    /// recipe spent 11 % of a prefill in page faults.)
+    /// through memory, and its fresh buffer page-faulted on every call: 5–11 % of the samples of
+    /// a `bench` run of Apple's fp16 Llama 3.1 recipe.)
     static func linearHalf(x: Tensor, m: Int, k: Int, n: Int, weight h: HalfBuffer, bias: [Float]?) throws -> [RuntimeValue] {
         var out = BufferPool.zeros(m * n)
         let xs = x.floats
