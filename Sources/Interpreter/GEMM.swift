@@ -90,6 +90,28 @@ public enum GEMM {
         }
     }
 
+    /// `C[m, j] (+)= Σ_p A[m·lda + p] · W[j, p] (+ bias[j])` for a weight `W` [n, k] kept in a
+    /// compact form: `widen(j, rows, panel)` writes its rows `j ..< j + rows` as fp32 (`rows × k`,
+    /// contiguous) into `panel`, `rowsPer` rows at a time, into a small buffer of each thread's own
+    /// (cache-resident; the dense weight never exists), and the fp32 GEMM multiplies each panel.
+    /// Output columns in chunks of whole panels across threads.
+    static func widenedPanelsNT(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, c: UnsafeMutablePointer<Float>, ldc: Int,
+                                bias: UnsafePointer<Float>?, accumulate: Bool, rowsPer: Int, work: Int,
+                                widen: (_ j: Int, _ rows: Int, _ panel: UnsafeMutablePointer<Float>) -> Void) {
+        let acc: Int32 = accumulate ? 1 : 0
+        parallelChunks(n, align: rowsPer, work: work) { cols in
+            let panel = UnsafeMutablePointer<Float>.allocate(capacity: max(1, min(rowsPer, cols.count) * k))
+            defer { panel.deallocate() }
+            var j = cols.lowerBound
+            while j < cols.upperBound {
+                let rows = min(rowsPer, cols.upperBound - j)
+                widen(j, rows, panel)
+                fk_sgemm_nt(m, rows, k, a, lda, panel, k, c + j, ldc, bias.map { $0 + j }, acc)
+                j += rows
+            }
+        }
+    }
+
     /// ``nt`` with B (`n × k`, contiguous) taken from its packed panels when it is a constant of
     /// the running plan (``BufferPool/packedConstant(_:n:k:)``), the level has that route and
     /// the product has rows enough for it (m ≥ 4, n ≥ 24, as `fk_sgemm_nt`'s panel route);

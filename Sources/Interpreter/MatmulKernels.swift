@@ -85,18 +85,10 @@ enum MatmulKernels {
                     withOptionalBase(bias) { bp in
                         h.withUnsafeBufferPointer { hp in
                             out.withUnsafeMutableBufferPointer { op in
-                                let c = UnsafeMutablePointer(op.baseAddress!), w = hp.baseAddress!
-                                let rowsPer = halfPanelRows
-                                GEMM.parallelChunks(n, align: rowsPer, work: m * n * k) { cols in
-                                    let panel = UnsafeMutablePointer<Float>.allocate(capacity: min(rowsPer, cols.count) * k)
-                                    defer { panel.deallocate() }
-                                    var j = cols.lowerBound
-                                    while j < cols.upperBound {
-                                        let rows = min(rowsPer, cols.upperBound - j)
-                                        fk_half_to_float(w + j * k, panel, rows * k)
-                                        fk_sgemm_nt(m, rows, k, xp, k, panel, k, c + j, n, bp.map { $0 + j }, 0)
-                                        j += rows
-                                    }
+                                let w = hp.baseAddress!
+                                GEMM.widenedPanelsNT(m: m, n: n, k: k, a: xp, lda: k, c: op.baseAddress!, ldc: n, bias: bp, accumulate: false,
+                                                     rowsPer: halfPanelRows, work: m * n * k) { j, rows, panel in
+                                    fk_half_to_float(w + j * k, panel, rows * k)
                                 }
                             }
                         }

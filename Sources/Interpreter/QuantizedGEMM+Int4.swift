@@ -68,16 +68,9 @@ extension QuantizedGEMM {
                 }
                 return
             }
-            GEMM.parallelChunks(n, align: int4PanelRows, work: work) { r in
-                let panel = UnsafeMutablePointer<Float>.allocate(capacity: max(1, int4PanelRows * k))
-                defer { panel.deallocate() }
-                var j = r.lowerBound
-                while j < r.upperBound {
-                    let rows = min(int4PanelRows, r.upperBound - j)
-                    fk_q4_dequant(w, j, rows, k, panel, k)
-                    fk_sgemm_nt(m, rows, k, a, lda, panel, k, c + j, ldc, bias.map { $0 + j }, acc)
-                    j += rows
-                }
+            GEMM.widenedPanelsNT(m: m, n: n, k: k, a: a, lda: lda, c: c, ldc: ldc, bias: bias, accumulate: accumulate,
+                                 rowsPer: int4PanelRows, work: work) { j, rows, panel in
+                fk_q4_dequant(w, j, rows, k, panel, k)
             }
         }
         if ran == nil {
