@@ -90,13 +90,16 @@ public enum GEMM {
         }
     }
 
+    /// Weight rows a panel of ``widenedPanelsNT`` (the fp32 GEMM's 32-column panel width).
+    static let widenedPanelRows = 32
+
     /// `C[m, j] (+)= Σ_p A[m·lda + p] · W[j, p] (+ bias[j])` for a weight `W` [n, k] kept in a
     /// compact form: `widen(j, rows, panel)` writes its rows `j ..< j + rows` as fp32 (`rows × k`,
     /// contiguous) into `panel`, `rowsPer` rows at a time, into a small buffer of each thread's own
     /// (cache-resident; the dense weight never exists), and the fp32 GEMM multiplies each panel.
-    /// Output columns in chunks of whole panels across threads.
+    /// Output columns in chunks of whole panels across threads; writes every element of C.
     static func widenedPanelsNT(m: Int, n: Int, k: Int, a: UnsafePointer<Float>, lda: Int, c: UnsafeMutablePointer<Float>, ldc: Int,
-                                bias: UnsafePointer<Float>?, accumulate: Bool, rowsPer: Int, work: Int,
+                                bias: UnsafePointer<Float>?, accumulate: Bool, rowsPer: Int = widenedPanelRows, work: Int,
                                 widen: (_ j: Int, _ rows: Int, _ panel: UnsafeMutablePointer<Float>) -> Void) {
         let acc: Int32 = accumulate ? 1 : 0
         parallelChunks(n, align: rowsPer, work: work) { cols in

@@ -64,20 +64,17 @@ enum MatmulKernels {
         return [.tensor(Tensor(floatDType(x.dtype), shape: Array(x.shape.dropLast()) + [n], floats: out))]
     }
 
-    /// Weight rows widened at a time by ``linearHalf(x:m:k:n:weight:bias:)`` for many rows (a
-    /// multiple of the fp32 GEMM's 32-column panels).
-    static let halfPanelRows = 32
-
     /// `linear` whose weight is an fp16 view of the weight file (``RuntimeValue/halfBlob``):
     /// up to 8 rows through `fk_linear_half` (the fp16 bytes read once, widened as read; output
-    /// columns split across threads); more rows widen the weight ``halfPanelRows`` rows at a
-    /// time into a small per-thread buffer (cache-resident) and run the fp32 GEMM on each
-    /// panel, output columns split across threads. Widening is exact, so both compute with the
+    /// columns split across threads); more rows widen the weight a panel of rows at a time into
+    /// a small per-thread buffer (cache-resident) and run the fp32 GEMM on each panel
+    /// (``GEMM/widenedPanelsNT``), output columns split across threads. Widening is exact, so both compute with the
     /// same weight values. (Widening the whole weight first wrote and read back 4 bytes a weight
     /// through memory, and its fresh buffer page-faulted on every call: 5–11 % of the samples of
     /// a `bench` run of Apple's fp16 Llama 3.1 recipe.)
     static func linearHalf(x: Tensor, m: Int, k: Int, n: Int, weight h: HalfBuffer, bias: [Float]?) throws -> [RuntimeValue] {
-        var out = BufferPool.zeros(m * n)
+        // The panel route writes every element of the output: no zero fill for it.
+        var out: [Float] = m > 8 && k > 0 ? BufferPool.uninitialized(m * n) : BufferPool.zeros(m * n)
         let xs = x.floats
         if m > 0, n > 0, k > 0 {
             if m > 8 {
@@ -87,7 +84,7 @@ enum MatmulKernels {
                             out.withUnsafeMutableBufferPointer { op in
                                 let w = hp.baseAddress!
                                 GEMM.widenedPanelsNT(m: m, n: n, k: k, a: xp, lda: k, c: op.baseAddress!, ldc: n, bias: bp, accumulate: false,
-                                                     rowsPer: halfPanelRows, work: m * n * k) { j, rows, panel in
+                                                     work: m * n * k) { j, rows, panel in
                                     fk_half_to_float(w + j * k, panel, rows * k)
                                 }
                             }

@@ -20,9 +20,6 @@ extension QuantizedGEMM {
     /// Activation rows up to which the packed weight is dotted directly (each row re-widens it).
     static let int4GEMVRows = 4
 
-    /// Weight rows per dequantized panel of the many-rows route.
-    static let int4PanelRows = 32
-
     /// Calls `body` with the C descriptor of the packed int4 `q` (valid only inside `body`), or
     /// returns nil when `q` is not packed, not a rank-2 block layout, or has odd rows.
     static func withInt4Matrix<R>(_ q: QuantizedTensor, _ body: (UnsafePointer<fk_q4matrix>) throws -> R) throws -> R? {
@@ -69,7 +66,7 @@ extension QuantizedGEMM {
                 return
             }
             GEMM.widenedPanelsNT(m: m, n: n, k: k, a: a, lda: lda, c: c, ldc: ldc, bias: bias, accumulate: accumulate,
-                                 rowsPer: int4PanelRows, work: work) { j, rows, panel in
+                                 work: work) { j, rows, panel in
                 fk_q4_dequant(w, j, rows, k, panel, k)
             }
         }
