@@ -11,6 +11,7 @@
 
 #include "CKAttention.h"
 #include "CKernels.h"
+#include "ck_internal.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -27,6 +28,16 @@
 #endif
 
 #pragma STDC FP_CONTRACT OFF
+
+#ifndef ATTN_PF_LOC
+#define ATTN_PF_LOC 3
+#endif
+#ifndef ATTN_PF_K
+#define ATTN_PF_K 64
+#endif
+#ifndef ATTN_PF_V
+#define ATTN_PF_V 32
+#endif
 #pragma clang diagnostic ignored "-Wpsabi"
 
 typedef float v8f __attribute__((vector_size(32)));
@@ -213,6 +224,25 @@ typedef struct {
     atomic_int failed;
 } attn_job;
 
+/// The decode route (one query row, a mask shared by every head; ``fk_attention``): three
+/// parallel passes over shared buffers, each reading a K or V row once for all the query heads
+/// of its KV head where the per-row route reads it once per query head.
+///  1. scores: task (KV head, chunk of kept columns), every query head of that KV head;
+///  2. softmax: task = query head (max over the chunks' maxima, e^(w − max), normalized);
+///  3. weighted sum of V: task (KV head, run of `part` dims), every query head of that KV head.
+/// Each output element is computed by the same operations in the same order as in ``attn_row``
+/// (a chunk's scores are the same dots; the sums run over the columns in order), so both
+/// routes give the same bits.
+typedef struct {
+    const fk_attention_desc *desc;
+    const int32_t *cols;  ///< the kept columns, in order
+    long nc;
+    float *w;             ///< [H, nc]: scores, then weights
+    float *cmax;          ///< [H, nchunks]: each chunk's largest score
+    long chunk, nchunks;  ///< kept columns per pass-1 task
+    long nparts;          ///< pass-3 tasks per KV head (runs of 32 dims)
+} attn_dec_job;
+
 // MARK: - the instantiations of the body
 
 #define FK_ATTN_BODY 1
@@ -259,6 +289,67 @@ static long live_columns(const fk_attention_desc *a) {
     return live == 0 ? a->ctx : live;
 }
 
+/// K and V bytes a one-row call reads (kept columns only) from which the decode route runs.
+#ifndef DECODE_MIN_BYTES
+#define DECODE_MIN_BYTES (16L << 10)
+#endif
+
+/// Whether a one-row call takes the decode route: more than one thread, and K / V reads big
+/// enough that reading each row once per KV head, on every core, pays for three hand-offs.
+/// FORGE_ATTN_DECODE=0 / 1 forces it off / on (benchmarks).
+static int decode_route(const fk_attention_desc *a, long live) {
+    static int forced = -2;
+    if (forced == -2) {
+        const char *e = getenv("FORGE_ATTN_DECODE");
+        forced = e && *e ? (*e == '1') : -1;
+    }
+    if (a->dim % 32 != 0) return 0;
+    if (forced == 1) return 1;
+    if (forced == 0 || fk_parallel_width() < 2) return 0;
+    const long kv = a->heads / a->rep;
+    return kv * live * a->dim * (a->k_half ? 2 : 4) * 2 >= DECODE_MIN_BYTES;
+}
+
+static atomic_long decode_calls;
+
+/// The decode route (``attn_dec_job``). Returns 0 when done, -1 without scratch, 1 when the
+/// call is left to the per-row route (no kept column).
+static int attention_decode(const fk_attention_desc *a) {
+    const long h = a->heads, kv = h / a->rep, width = fk_parallel_width();
+    attn_scratch *sc = scratch_get(a->ctx);
+    if (!sc) return -1;
+    long (*cfn)(const fk_attention_desc *, int32_t *) = dec_columns_gen;
+    fk_task_fn sfn = dec_scores_gen, mfn = dec_softmax_gen, vfn = dec_values_gen;
+#if FK_HAVE_F16C_PATH
+    if (fk_attention_simd_level()) {
+        const int l2 = fk_simd_level() >= 2;
+        cfn = l2 ? dec_columns_avx512 : dec_columns_avx2;
+        sfn = l2 ? dec_scores_avx512 : dec_scores_avx2;
+        mfn = l2 ? dec_softmax_avx512 : dec_softmax_avx2;
+        vfn = l2 ? dec_values_avx512 : dec_values_avx2;
+    }
+#endif
+    const long nc = cfn(a, sc->cols);
+    if (nc == 0) return 1;
+    // Pass 1: about 4 tasks a thread, chunks of at least 32 columns.
+    long nchunks = (4 * width + kv - 1) / kv;
+    if (nchunks > (nc + 31) / 32) nchunks = (nc + 31) / 32;
+    if (nchunks < 1) nchunks = 1;
+    const long chunk = ((nc + nchunks - 1) / nchunks + 7) / 8 * 8;
+    nchunks = (nc + chunk - 1) / chunk;
+    float *buf = ck_scratch(4, (size_t)(h * nc + h * nchunks) * sizeof(float));
+    if (!buf) return -1;
+    attn_dec_job j = {.desc = a, .cols = sc->cols, .nc = nc, .w = buf, .cmax = buf + h * nc,
+                      .chunk = chunk, .nchunks = nchunks, .nparts = a->dim / 32};
+    fk_parallel_run(kv * nchunks, sfn, &j);
+    fk_parallel_run(h, mfn, &j);
+    fk_parallel_run(kv * j.nparts, vfn, &j);
+    atomic_fetch_add_explicit(&decode_calls, 1, memory_order_relaxed);
+    return 0;
+}
+
+long fk_attention_decode_calls(void) { return atomic_load_explicit(&decode_calls, memory_order_relaxed); }
+
 int fk_attention(const fk_attention_desc *a) {
     if (a->rep < 1 || a->heads < 0 || a->rows < 0 || a->dim < 0 || a->ctx < 0) return -2;
     long work = a->heads * a->rows;
@@ -269,7 +360,12 @@ int fk_attention(const fk_attention_desc *a) {
 #if FK_HAVE_F16C_PATH
     if (fk_attention_simd_level()) fn = fk_simd_level() >= 2 ? attn_row_avx512 : attn_row_avx2;
 #endif
-    if (work >= 4 && work * live_columns(a) * a->dim >= (1L << 16)) {
+    const long live = live_columns(a);
+    if (a->rows == 1 && a->mask_head_stride == 0 && decode_route(a, live)) {
+        int rc = attention_decode(a);
+        if (rc <= 0) return rc;
+    }
+    if (work >= 4 && work * live * a->dim >= (1L << 16)) {
         fk_parallel_run(work, fn, &job);
     } else {
         for (long t = 0; t < work; t++) fn(&job, t);
@@ -405,6 +501,39 @@ AI BODY_TARGET long SFX(kept_columns)(const float *m, float threshold, long n, i
     return nc;
 }
 
+/// w[i] = w[i] · scale + m[cols[i]] for i < nc; returns the largest (NaN never is: the
+/// comparison `x > max` of the scalar loop, lane by lane, then over the lanes). Eight columns at
+/// a time where they are consecutive (a mask row's kept columns mostly are), one by one
+/// elsewhere: each element a multiply and an add, so the same bits either way.
+AI BODY_TARGET float SFX(scale_mask_max)(float *w, long nc, const int32_t *cols, const float *m, float scale) {
+    const v8f sv = SFX(splat)(scale);
+    v8f mv = SFX(splat)(-INFINITY);
+    float mx = -INFINITY;
+    long i = 0;
+    for (; i + 8 <= nc; i += 8) {
+        if (cols[i + 7] - cols[i] == 7) {
+            const v8f x = SFX(ld8)(w + i) * sv + SFX(ld8)(m + cols[i]);
+            SFX(st8)(w + i, x);
+            const v8i gt = x > mv;
+            mv = (v8f)(((v8i)x & gt) | ((v8i)mv & ~gt));
+        } else {
+            for (long c = i; c < i + 8; c++) {
+                const float x = w[c] * scale + m[cols[c]];
+                w[c] = x;
+                if (x > mx) mx = x;
+            }
+        }
+    }
+    for (; i < nc; i++) {
+        const float x = w[i] * scale + m[cols[i]];
+        w[i] = x;
+        if (x > mx) mx = x;
+    }
+    for (int l = 0; l < 8; l++)
+        if (mv[l] > mx) mx = mv[l];
+    return mx;
+}
+
 /// The scores of one row over its `nc` kept columns (``kept_columns``): w[i] = (q · K[j]) ·
 /// scale + m[j] for j = cols[i]; K (rows of `d`) is fp16 when `half`, else fp32. Returns the
 /// largest score. The dots are taken 8 at a time (``dot8_rows``; the same bits as one at a time).
@@ -414,28 +543,22 @@ AI BODY_TARGET float SFX(scores)(const float *q, const void *k, int half, const 
     const long rowb = d * (half ? 2 : 4);
     for (; i + 8 <= nc; i += 8) {
         // The K rows 64 kept columns ahead (at depth they come from DRAM): a hint only.
-        if (i + 72 <= nc)
+        if (i + ATTN_PF_K + 8 <= nc)
             for (int c = 0; c < 8; c++)
-                for (long o = 0; o < rowb; o += 64) __builtin_prefetch((const char *)k + (long)cols[i + 64 + c] * rowb + o, 0, 3);
+                for (long o = 0; o < rowb; o += 64) __builtin_prefetch((const char *)k + (long)cols[i + ATTN_PF_K + c] * rowb + o, 0, ATTN_PF_LOC);
         SFX(dot8_rows)(q, k, half, cols + i, d, w + i);
     }
     for (; i < nc; i++) {
         const long j = cols[i];
         w[i] = half ? SFX(dot_h)(q, (const uint16_t *)k + j * d, d) : SFX(dot_f)(q, (const float *)k + j * d, d);
     }
-    float mx = -INFINITY;
-    for (i = 0; i < nc; i++) {
-        const float x = w[i] * scale + m[cols[i]];
-        w[i] = x;
-        if (x > mx) mx = x;
-    }
-    return mx;
+    return SFX(scale_mask_max)(w, nc, cols, m, scale);
 }
 
 /// The fp16 V row 32 kept columns ahead of column i, on the first 64-wide pass (a hint only).
 AI BODY_TARGET void SFX(prefetch_v)(const uint16_t *vb, const int32_t *cols, long i, long ncols, long d, long t0) {
-    if (t0 == 0 && i + 32 < ncols)
-        for (long o = 0; o < d * 2; o += 64) __builtin_prefetch((const char *)(vb + (long)cols[i + 32] * d) + o, 0, 3);
+    if (t0 == 0 && i + ATTN_PF_V < ncols)
+        for (long o = 0; o < d * 2; o += 64) __builtin_prefetch((const char *)(vb + (long)cols[i + ATTN_PF_V] * d) + o, 0, ATTN_PF_LOC);
 }
 
 /// o[t0 ..< t0 + 64] = sum_i w[i] · v_row(cols[i])[…], accumulated in 8 registers; the same
@@ -572,6 +695,161 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
                 for (; t < d; t++) o[t] += w[i] * vr[t];
             }
         }
+    }
+}
+
+/// The kept columns of the decode route's one mask row (as ``attn_row`` finds them).
+static BODY_TARGET long SFX(dec_columns)(const fk_attention_desc *a, int32_t *cols) {
+    long nc = SFX(kept_columns)(a->mask, a->masked, a->ctx, cols);
+    if (nc == 0) nc = SFX(kept_columns)(a->mask, -INFINITY, a->ctx, cols);
+    return nc;
+}
+
+/// The dots of `G` (≤ 3) query rows (`qstride` apart) with 4 K rows (`rows[c]`, d % 8 == 0):
+/// out[g·ostride + c] = q_g · K[rows[c]], each the additions of ``dot_f`` / ``dot_h`` in their
+/// order (an 8-lane accumulator, its lanes from -0; ``lane_sums8``), each K vector widened once
+/// for the G heads. `G` and `half` are constants at every call.
+AI BODY_TARGET void SFX(dec_dots4)(const int G, const int half, const float *q, long qstride, const void *k,
+                                   const int32_t *rows, long d, float *out, long ostride) {
+    const long r0 = (long)rows[0] * d, r1 = (long)rows[1] * d, r2 = (long)rows[2] * d, r3 = (long)rows[3] * d;
+    v8f a00 = SFX(splat)(0), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+    v8f a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+    for (long t = 0; t < d; t += 8) {
+        const v8f k0 = SFX(ldk8)(k, half, r0 + t), k1 = SFX(ldk8)(k, half, r1 + t);
+        const v8f k2 = SFX(ldk8)(k, half, r2 + t), k3 = SFX(ldk8)(k, half, r3 + t);
+        const v8f q0 = SFX(ld8)(q + t);
+        a00 = a00 + q0 * k0; a01 = a01 + q0 * k1; a02 = a02 + q0 * k2; a03 = a03 + q0 * k3;
+        if (G > 1) {
+            const v8f q1 = SFX(ld8)(q + qstride + t);
+            a10 = a10 + q1 * k0; a11 = a11 + q1 * k1; a12 = a12 + q1 * k2; a13 = a13 + q1 * k3;
+        }
+        if (G > 2) {
+            const v8f q2 = SFX(ld8)(q + 2 * qstride + t);
+            a20 = a20 + q2 * k0; a21 = a21 + q2 * k1; a22 = a22 + q2 * k2; a23 = a23 + q2 * k3;
+        }
+    }
+    const v8f s01 = SFX(lane_sums8)(a00, a01, a02, a03, a10, a11, a12, a13);
+    for (int c = 0; c < 4; c++) out[c] = s01[c];
+    if (G > 1)
+        for (int c = 0; c < 4; c++) out[ostride + c] = s01[4 + c];
+    if (G > 2) {
+        const v8f s2 = SFX(lane_sums8)(a20, a21, a22, a23, a20, a21, a22, a23);
+        for (int c = 0; c < 4; c++) out[2 * ostride + c] = s2[c];
+    }
+}
+
+/// Decode pass 1, task (KV head, chunk): the scores of the chunk's kept columns for every query
+/// head of the KV head, 3 heads and 4 K rows at a time (each K row read and widened once for
+/// the heads; the same bits as ``scores`` per head), then scale, mask and each head's largest
+/// score over the chunk.
+static BODY_TARGET void SFX(dec_scores)(void *ctx, long task) {
+    const attn_dec_job *j = ctx;
+    const fk_attention_desc *a = j->desc;
+    const long kvh = task / j->nchunks, c = task % j->nchunks, d = a->dim;
+    const long i0 = c * j->chunk, n = j->nc - i0 < j->chunk ? j->nc - i0 : j->chunk;
+    if (n <= 0) return;
+    const int half = a->k_half;
+    const void *kb = half ? (const void *)((const uint16_t *)a->k + kvh * a->ctx * d) : (const void *)((const float *)a->k + kvh * a->ctx * d);
+    const long rowb = d * (half ? 2 : 4);
+    const int32_t *cols = j->cols + i0;
+    for (long r = 0; r < a->rep; r += 3) {
+        const long h = kvh * a->rep + r;
+        const int G = a->rep - r < 3 ? (int)(a->rep - r) : 3;
+        const float *q = a->q + h * d;
+        float *w = j->w + h * j->nc + i0;
+        long i = 0;
+        for (; i + 4 <= n; i += 4) {
+            if (r == 0 && i + ATTN_PF_K + 4 <= n)
+                for (int cc = 0; cc < 4; cc++)
+                    for (long o = 0; o < rowb; o += 64) __builtin_prefetch((const char *)kb + (long)cols[i + ATTN_PF_K + cc] * rowb + o, 0, ATTN_PF_LOC);
+#define DEC_DOTS(GG) half ? SFX(dec_dots4)(GG, 1, q, d, kb, cols + i, d, w + i, j->nc) : SFX(dec_dots4)(GG, 0, q, d, kb, cols + i, d, w + i, j->nc)
+            switch (G) {
+            case 1: DEC_DOTS(1); break;
+            case 2: DEC_DOTS(2); break;
+            default: DEC_DOTS(3); break;
+            }
+#undef DEC_DOTS
+        }
+        for (; i < n; i++)
+            for (int g = 0; g < G; g++) {
+                const long jr = cols[i];
+                w[g * j->nc + i] = half ? SFX(dot_h)(q + g * d, (const uint16_t *)kb + jr * d, d) : SFX(dot_f)(q + g * d, (const float *)kb + jr * d, d);
+            }
+        for (int g = 0; g < G; g++) j->cmax[(h + g) * j->nchunks + c] = SFX(scale_mask_max)(w + g * j->nc, n, cols, a->mask, a->scale);
+    }
+}
+
+/// Decode pass 2, task = query head: the row's weights, as ``attn_row`` computes them.
+static BODY_TARGET void SFX(dec_softmax)(void *ctx, long h) {
+    const attn_dec_job *j = ctx;
+    float mx = -INFINITY;
+    for (long c = 0; c < j->nchunks; c++) {
+        const float x = j->cmax[h * j->nchunks + c];
+        if (x > mx) mx = x;
+    }
+    float *w = j->w + h * j->nc;
+    exp_shifted(w, j->nc, mx);
+    float denom = 0;
+    for (long i = 0; i < j->nc; i++) denom += w[i];
+    const float inv = 1 / denom;
+    for (long i = 0; i < j->nc; i++) w[i] = w[i] * inv;
+}
+
+/// o_g[t0 ..< t0 + 32] = Σ_i w_g[i] · v_row(cols[i])[…] for the `G` (≤ 4) heads g of one
+/// group: each element accumulated from 0 over the columns in order, a multiply and an add a
+/// term, as ``wsum64`` and the tail of ``attn_row``. `half` and `G` are constants at every call.
+AI BODY_TARGET void SFX(dec_wsum32)(const int G, const int half, float *o, long ostride, const float *w, long wstride,
+                                    const int32_t *cols, long nc, const void *v, long d, long t0) {
+    v8f a00 = SFX(splat)(0), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+    v8f a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+    for (long i = 0; i < nc; i++) {
+        const long r = (long)cols[i] * d + t0;
+        if (i + ATTN_PF_V < nc) __builtin_prefetch((const char *)v + ((long)cols[i + ATTN_PF_V] * d + t0) * (half ? 2 : 4), 0, ATTN_PF_LOC);
+        const v8f x0 = SFX(ldk8)(v, half, r), x1 = SFX(ldk8)(v, half, r + 8), x2 = SFX(ldk8)(v, half, r + 16), x3 = SFX(ldk8)(v, half, r + 24);
+        const v8f w0 = SFX(splat)(w[i]);
+        a00 = a00 + w0 * x0; a01 = a01 + w0 * x1; a02 = a02 + w0 * x2; a03 = a03 + w0 * x3;
+        if (G > 1) {
+            const v8f w1 = SFX(splat)(w[wstride + i]);
+            a10 = a10 + w1 * x0; a11 = a11 + w1 * x1; a12 = a12 + w1 * x2; a13 = a13 + w1 * x3;
+        }
+        if (G > 2) {
+            const v8f w2 = SFX(splat)(w[2 * wstride + i]);
+            a20 = a20 + w2 * x0; a21 = a21 + w2 * x1; a22 = a22 + w2 * x2; a23 = a23 + w2 * x3;
+        }
+        if (G > 3) {
+            const v8f w3 = SFX(splat)(w[3 * wstride + i]);
+            a30 = a30 + w3 * x0; a31 = a31 + w3 * x1; a32 = a32 + w3 * x2; a33 = a33 + w3 * x3;
+        }
+    }
+    float *p = o + t0;
+    SFX(st8)(p, a00); SFX(st8)(p + 8, a01); SFX(st8)(p + 16, a02); SFX(st8)(p + 24, a03);
+    if (G > 1) { p += ostride; SFX(st8)(p, a10); SFX(st8)(p + 8, a11); SFX(st8)(p + 16, a12); SFX(st8)(p + 24, a13); }
+    if (G > 2) { p += ostride; SFX(st8)(p, a20); SFX(st8)(p + 8, a21); SFX(st8)(p + 16, a22); SFX(st8)(p + 24, a23); }
+    if (G > 3) { p += ostride; SFX(st8)(p, a30); SFX(st8)(p + 8, a31); SFX(st8)(p + 16, a32); SFX(st8)(p + 24, a33); }
+}
+
+/// Decode pass 3, task (KV head, run of dims): the weighted sums of V over that run for every
+/// query head of the KV head, up to 4 heads per sweep of the V rows.
+static BODY_TARGET void SFX(dec_values)(void *ctx, long task) {
+    const attn_dec_job *j = ctx;
+    const fk_attention_desc *a = j->desc;
+    const long kvh = task / j->nparts, t0 = (task % j->nparts) * 32, d = a->dim;
+    const void *vb = a->v_half ? (const void *)((const uint16_t *)a->v + kvh * a->ctx * d)
+                               : (const void *)((const float *)a->v + kvh * a->ctx * d);
+    for (long r = 0; r < a->rep; r += 4) {
+        const long h = kvh * a->rep + r;
+        const int G = a->rep - r < 4 ? (int)(a->rep - r) : 4;
+        float *o = a->out + h * d;
+        const float *w = j->w + h * j->nc;
+#define DEC_WSUM(GG) a->v_half ? SFX(dec_wsum32)(GG, 1, o, d, w, j->nc, j->cols, j->nc, vb, d, t0) \
+                               : SFX(dec_wsum32)(GG, 0, o, d, w, j->nc, j->cols, j->nc, vb, d, t0)
+        switch (G) {
+        case 1: DEC_WSUM(1); break;
+        case 2: DEC_WSUM(2); break;
+        case 3: DEC_WSUM(3); break;
+        default: DEC_WSUM(4); break;
+        }
+#undef DEC_WSUM
     }
 }
 

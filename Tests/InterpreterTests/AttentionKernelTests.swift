@@ -104,6 +104,31 @@ final class AttentionKernelTests: XCTestCase {
         }
     }
 
+    /// The decode route (one query row, a mask shared by the heads, D a multiple of 32, enough
+    /// K / V rows, more than one thread): the reference's bits for every mask kind, grouped
+    /// (9 / 3, 16 / 2 heads), one head per KV head, D 32 / 64 / 128, fp16 and fp32 K / V, at every
+    /// SIMD level; and it ran (counted) wherever the pool has a second thread.
+    func testDecodeRouteMatchesReference() throws {
+        var seed: UInt64 = 500
+        let before = fk_attention_decode_calls()
+        var eligible = 0
+        for level: Int32 in [0, 1, 2] {
+            fk_set_simd_level(level)
+            for (h, kv, d) in [(9, 3, 64), (16, 2, 128), (4, 4, 32), (6, 1, 64)] {
+                for half in [true, false] {
+                    for kind in MaskKind.allCases where kind != .perHead {
+                        seed += 1
+                        try check(h: h, kv: kv, s: 1, d: d, ctx: 203, half: half, kind: kind, asState: seed % 2 == 0, seed: seed)
+                        if kind != .allMinusInf { eligible += 1 }
+                    }
+                }
+            }
+        }
+        if fk_parallel_width() > 1 {
+            XCTAssertEqual(fk_attention_decode_calls() - before, eligible, "every eligible call should take the decode route")
+        }
+    }
+
     /// The masked columns of a state are never read: a cache whose masked slots hold NaN gives
     /// the same result as one holding zeros there.
     func testMaskedSlotsAreNotRead() throws {

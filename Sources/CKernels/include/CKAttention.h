@@ -49,8 +49,20 @@ typedef struct {
 /// columns (a NaN or all −inf mask) is NaN. Masked K / V rows are never read. Rows run in
 /// parallel on the fk_parallel_run pool when the call is large enough, each thread with its
 /// own scratch of 8·CTX bytes (kept between calls, no allocation per row).
+///
+/// Decode route: one query row (S = 1), a mask shared by the heads (mask_head_stride 0), D a
+/// multiple of 32, more than one thread and at least 16 KiB of kept K / V rows (FORGE_ATTN_DECODE=0
+/// / 1 forces it off / on): instead of a task per query head, three passes split across the
+/// threads — the scores by (KV head, run of kept columns), each K row read and widened once for
+/// all the query heads of its KV head; the softmax per head; the weighted sums of V by (KV head,
+/// run of 32 dims), each V row read once for those heads. Every element is the same operations
+/// in the same order as in the per-row route: the same bits. The caller's thread keeps a scratch
+/// of about 4·H·CTX bytes for it.
 /// Returns 0, or -1 when scratch memory could not be allocated (the output is then undefined).
 int fk_attention(const fk_attention_desc *desc);
+
+/// Calls of fk_attention that took its decode route (see there): for tests.
+long fk_attention_decode_calls(void);
 
 /// 1 when fk_attention / the conversions take the F16C body, else 0 (follows fk_simd_level).
 int fk_attention_simd_level(void);
