@@ -18,6 +18,17 @@ extension AttentionFusion {
         let k: Side, v: Side
         let fallback: FusedFallback
         let site: FusionSite
+        /// The last geometry of K and V, by what it was resolved from (``geometry(_:_:buffer:packed:queryRows:)``).
+        let memo = [GeometryMemo(), GeometryMemo()]
+
+        /// A resolved geometry and its key: the buffer's kind and shape, the query rows and the
+        /// value of every parameter of the side's chain. A decode step resolves the same chain
+        /// over the same shapes token after token (some 23k instructions each time, measured with
+        /// callgrind on the SmolLM2 twin): the key is compared instead.
+        final class GeometryMemo {
+            var key: [Int] = []
+            var geometry: Geometry?
+        }
 
         var kernel: Kernel {
             let me = self
@@ -50,6 +61,12 @@ extension AttentionFusion {
 
             /// Rows `rowStride` apart, not D: only the blocked route (``Runtime/blocked``) reads them.
             var strided: Bool { rowStride != dim }
+
+            /// The same geometry over `buffer` (a memoized one, over this call's buffer).
+            func over(_ buffer: KV) -> Geometry {
+                Geometry(buffer: buffer, offset: offset, kv: kv, rep: rep, headStride: headStride, rows: rows, dim: dim, heads: heads,
+                         rowStride: rowStride)
+            }
         }
 
         /// Query rows up to which K / V that are not D-contiguous are packed for the per-row
@@ -62,6 +79,28 @@ extension AttentionFusion {
         /// place (so that K and V agree on their head grouping).
         func geometry(_ side: Side, _ flat: [RuntimeValue], buffer: Int, packed: Bool = false, queryRows: Int) throws -> Geometry {
             let kv = try KV(flat[buffer])
+            let memo = packed ? nil : self.memo[buffer == 1 ? 0 : 1]
+            var key: [Int] = []
+            if let memo {
+                key.reserveCapacity(memo.key.count)
+                if case .state = kv { key.append(1) } else { key.append(0) }
+                key.append(queryRows)
+                key.append(kv.shape.count)
+                key += kv.shape
+                for st in side.chain {
+                    for p in st.params {
+                        let t = try flat[p.index].dense()
+                        key.append(-1)
+                        switch t.data {
+                        case let .int(a): key.append(0); for x in a { key.append(Int(x)) }
+                        case let .bool(a): key.append(1); for x in a { key.append(x ? 1 : 0) }
+                        case let .float(a): key.append(2); for x in a { key.append(Int(x.bitPattern)) }
+                        case .string: key.append(3)
+                        }
+                    }
+                }
+                if key == memo.key, let g = memo.geometry { return g.over(kv) }
+            }
             var view = LayoutView(shape: kv.shape)
             for st in side.chain {
                 try st.apply(to: &view) { name in
@@ -110,8 +149,13 @@ extension AttentionFusion {
             guard rows == 0 || view.base + (kvHeads - 1) * hs + (rows - 1) * rs + dim <= count else {
                 throw LayoutView.Mismatch(reason: "view outside its buffer")
             }
-            return Geometry(buffer: kv, offset: view.base, kv: kvHeads, rep: rep, headStride: hs, rows: rows, dim: dim, heads: heads,
-                            rowStride: rs)
+            let g = Geometry(buffer: kv, offset: view.base, kv: kvHeads, rep: rep, headStride: hs, rows: rows, dim: dim, heads: heads,
+                             rowStride: rs)
+            if let memo {
+                memo.key = key
+                memo.geometry = g
+            }
+            return g
         }
 
         func fused(_ flat: [RuntimeValue], dtype: DType) throws -> RuntimeValue {
