@@ -26,7 +26,12 @@ final class KVCacheFusionTests: XCTestCase {
         var updateState = false
         /// `scatter_nd(data, indices [1, KV, S, 3] = (0, h, pos + r), updates)` instead of `scatter`.
         var scatterND = false
+        /// K / V read through `slice_by_index(begin = [0, 0, window_begin, 0], end = …)` of
+        /// `window` rows, a window that moves from call to call (runtime `begin` / `end` inputs).
+        var window: Int?
         var rep: Int { h / kv }
+        /// Key columns the attention sees.
+        var columns: Int { window ?? ctx }
     }
 
     func build(_ l: Layer) -> Function {
@@ -38,7 +43,9 @@ final class KVCacheFusionTests: XCTestCase {
         let idx = b.input("idx", .tensor(.int32, [l.s]))
         let begin = b.input("begin", .tensor(.int32, [4]))
         let end = b.input("end", .tensor(.int32, [4]))
-        let mask = b.input("mask", .tensor(.fp32, [1, 1, l.s, l.ctx]))
+        let mask = b.input("mask", .tensor(.fp32, [1, 1, l.s, l.columns]))
+        let wBegin = l.window != nil ? b.input("window_begin", .tensor(.int32, [4])) : nil
+        let wEnd = l.window != nil ? b.input("window_end", .tensor(.int32, [4])) : nil
         let idxND = l.scatterND ? b.input("idx_nd", .tensor(.int32, [1, l.kv, l.s, 3])) : nil
         let scaleIn = l.scaleInput ? b.input("scale", .tensor(.fp32, [])) : nil
         let kc = b.input("k_cache", .state(cache)), vc = b.input("v_cache", .state(cache))
@@ -61,13 +68,18 @@ final class KVCacheFusionTests: XCTestCase {
             b.op("write_state", ["input": state, "data": u], nil, name: "\(name)_write")
             return b.apply("read_state", ["input": state], cache, name: "\(name)_read1")
         }
-        func repeated(_ x: Value, _ name: String) -> Value {
+        func repeated(_ full: Value, _ name: String) -> Value {
+            let c = l.columns
+            var x = full
+            if let wBegin, let wEnd {
+                x = b.apply("slice_by_index", ["x": full, "begin": wBegin, "end": wEnd], .tensor(l.dtype, [1, l.kv, c, l.d]), name: "\(name)_window")
+            }
             let axes = b.const("\(name)_axes", ints: [2], shape: [1])
-            let e = b.apply("expand_dims", ["x": x, "axes": axes], .tensor(l.dtype, [1, l.kv, 1, l.ctx, l.d]))
+            let e = b.apply("expand_dims", ["x": x, "axes": axes], .tensor(l.dtype, [1, l.kv, 1, c, l.d]))
             let reps = b.const("\(name)_reps", ints: [1, 1, Int32(l.rep), 1, 1], shape: [5])
-            let t = b.apply("tile", ["x": e, "reps": reps], .tensor(l.dtype, [1, l.kv, l.rep, l.ctx, l.d]))
-            let shape = b.const("\(name)_shape", ints: [1, Int32(l.h), Int32(l.ctx), Int32(l.d)], shape: [4])
-            return b.apply("reshape", ["x": t, "shape": shape], .tensor(l.dtype, [1, l.h, l.ctx, l.d]))
+            let t = b.apply("tile", ["x": e, "reps": reps], .tensor(l.dtype, [1, l.kv, l.rep, c, l.d]))
+            let shape = b.const("\(name)_shape", ints: [1, Int32(l.h), Int32(c), Int32(l.d)], shape: [4])
+            return b.apply("reshape", ["x": t, "shape": shape], .tensor(l.dtype, [1, l.h, c, l.d]))
         }
         let k = update(kc, kNew, "k"), v = update(vc, vNew, "v")
         if l.exposeReads { outputs += [k, v] }
@@ -77,12 +89,12 @@ final class KVCacheFusionTests: XCTestCase {
         }
         let kt = repeated(k, "k"), vt = repeated(v, "v")
         let f = b.const("f", bools: [false], shape: []), t = b.const("t", bools: [true], shape: [])
-        let scores = b.apply("matmul", ["x": q, "y": kt, "transpose_x": f, "transpose_y": t], .tensor(.fp32, [1, l.h, l.s, l.ctx]))
+        let scores = b.apply("matmul", ["x": q, "y": kt, "transpose_x": f, "transpose_y": t], .tensor(.fp32, [1, l.h, l.s, l.columns]))
         let scale = scaleIn ?? b.const("scale", floats: [0.25], shape: [])
-        let scaled = b.apply("mul", ["x": scores, "y": scale], .tensor(.fp32, [1, l.h, l.s, l.ctx]))
-        let masked = b.apply("add", ["x": scaled, "y": mask], .tensor(.fp32, [1, l.h, l.s, l.ctx]))
+        let scaled = b.apply("mul", ["x": scores, "y": scale], .tensor(.fp32, [1, l.h, l.s, l.columns]))
+        let masked = b.apply("add", ["x": scaled, "y": mask], .tensor(.fp32, [1, l.h, l.s, l.columns]))
         let axis = b.const("sm_axis", ints: [-1], shape: [])
-        let p = b.apply("softmax", ["x": masked, "axis": axis], .tensor(.fp32, [1, l.h, l.s, l.ctx]))
+        let p = b.apply("softmax", ["x": masked, "axis": axis], .tensor(.fp32, [1, l.h, l.s, l.columns]))
         let o = b.apply("matmul", ["x": p, "y": vt, "transpose_x": f, "transpose_y": f], .tensor(.fp32, [1, l.h, l.s, l.d]), name: "o")
         return b.function(outputs: [o] + outputs)
     }
@@ -107,8 +119,11 @@ final class KVCacheFusionTests: XCTestCase {
         var outs: [[Float]] = []
         for call in 0..<3 {
             let pos = call * l.s
-            var mask = [Float](repeating: -1e4, count: l.s * l.ctx)
-            for r in 0..<l.s { for c in 0...(pos + r) { mask[r * l.ctx + c] = 0 } }
+            // A moving window sees rows w0 ..< w0 + window of the cache, every one of them.
+            let w0 = l.window.map { min(call * 2, l.ctx - $0) } ?? 0
+            let cols = l.columns
+            var mask = [Float](repeating: l.window != nil ? 0 : -1e4, count: l.s * cols)
+            if l.window == nil { for r in 0..<l.s { for c in 0...(pos + r) { mask[r * cols + c] = 0 } } }
             var inputs: [String: Tensor] = [
                 "q": Tensor(.fp32, shape: [1, l.h, l.s, l.d], floats: g.array(l.h * l.s * l.d)),
                 "k_new": Tensor(.fp32, shape: [1, l.kv, l.s, l.d], floats: g.array(l.kv * l.s * l.d)),
@@ -116,8 +131,12 @@ final class KVCacheFusionTests: XCTestCase {
                 "idx": Tensor(.int32, shape: [l.s], ints: (0..<l.s).map { Int32(pos + $0) }),
                 "begin": Tensor(.int32, shape: [4], ints: [0, 0, Int32(pos), 0]),
                 "end": Tensor(.int32, shape: [4], ints: [1, Int32(l.kv), Int32(pos + l.s), Int32(l.d)]),
-                "mask": Tensor(.fp32, shape: [1, 1, l.s, l.ctx], floats: mask),
+                "mask": Tensor(.fp32, shape: [1, 1, l.s, cols], floats: mask),
             ]
+            if let w = l.window {
+                inputs["window_begin"] = Tensor(.int32, shape: [4], ints: [0, 0, Int32(w0), 0])
+                inputs["window_end"] = Tensor(.int32, shape: [4], ints: [1, Int32(l.kv), Int32(w0 + w), Int32(l.d)])
+            }
             if l.scaleInput { inputs["scale"] = Tensor.scalar(0.25) }
             if l.scatterND {
                 var nd: [Int32] = []
@@ -177,6 +196,26 @@ final class KVCacheFusionTests: XCTestCase {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// A K / V read through a window that moves between calls (`slice_by_index` with runtime
+    /// begin / end): the fused attention resolves each call's own view (its geometry is memoized
+    /// by the parameters' values), the results of the op-by-op graph at every call.
+    func testMovingWindowReadFollowsItsParameters() throws {
+        for dtype in [DType.fp16, .fp32] {
+            var l = Layer()
+            (l.dtype, l.h, l.kv, l.s, l.window) = (dtype, 6, 2, 1, 7)
+            let fused = try run(l)
+            XCTAssertEqual(fused.plan.fusions["attention"], 1, "\(dtype)")
+            var noFusion = l
+            noFusion.scaleInput = true
+            let plain = try run(noFusion)
+            XCTAssertNil(plain.plan.fusions["attention"])
+            for i in 0..<3 {
+                let err = zip(fused.outs[i], plain.outs[i]).map { abs($0 - $1) }.max() ?? .nan
+                XCTAssertLessThanOrEqual(err, 1e-5, "\(dtype) call \(i): fused attention over the moving window vs the op-by-op graph")
             }
         }
     }
