@@ -229,6 +229,18 @@ enum ShapeKernels {
             throw KernelError("transpose: perm \(try inv.ints("perm")) is not a permutation of \(x.rank) axes")
         }
         if perm == Array(0..<x.rank) { return [.tensor(x)] }
+        // Only size-1 axes move (a decode step's [1, 1, H, D] → [1, H, 1, D]): the same elements
+        // in the same order, so the storage is shared, as `reshape` shares it.
+        var inOrder = true, last = -1
+        for a in perm where x.shape[a] != 1 {
+            if a < last { inOrder = false; break }
+            last = a
+        }
+        if inOrder {
+            var y = x
+            y.shape = perm.map { x.shape[$0] }
+            return [.tensor(y)]
+        }
         let strides = contiguousStrides(x.shape)
         return [.tensor(try view(x, shape: perm.map { x.shape[$0] }, offset: 0, strides: perm.map { strides[$0] }))]
     }

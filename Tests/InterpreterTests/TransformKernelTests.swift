@@ -69,10 +69,14 @@ final class TransformKernelTests: XCTestCase {
         return out
     }
 
-    /// Every permutation of a rank-4 tensor with odd sizes (block copies, the tiled transpose
-    /// path with partial tiles, size-1 dims) against the naive index math, on all storages.
+    /// Every permutation of rank-4 tensors with odd sizes (block copies, the tiled transpose
+    /// path with partial tiles, size-1 dims; a decode step's [1, 1, H, D], where moving only the
+    /// size-1 axes shares the storage) against the naive index math, on all storages.
     func testTransposeAllPermutationsMatchNaive() throws {
-        let shape = [3, 1, 37, 45]
+        for shape in [[3, 1, 37, 45], [1, 1, 9, 8]] { try transposeAllPermutations(shape) }
+    }
+
+    func transposeAllPermutations(_ shape: [Int]) throws {
         let n = shape.reduce(1, *)
         let a = (0..<n).map { Float($0) }
         let strides = contiguousStrides(shape)
