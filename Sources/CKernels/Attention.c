@@ -29,6 +29,8 @@
 
 #pragma STDC FP_CONTRACT OFF
 
+// The K / V rows' software prefetch: locality hint and distance in kept columns (overridable
+// with -D for benchmarks; T0 / T1 / T2 at 64–256 columns measured alike, tools/NOTES.md).
 #ifndef ATTN_PF_LOC
 #define ATTN_PF_LOC 3
 #endif
@@ -229,7 +231,7 @@ typedef struct {
 /// of its KV head where the per-row route reads it once per query head.
 ///  1. scores: task (KV head, chunk of kept columns), every query head of that KV head;
 ///  2. softmax: task = query head (max over the chunks' maxima, e^(w − max), normalized);
-///  3. weighted sum of V: task (KV head, run of `part` dims), every query head of that KV head.
+///  3. weighted sum of V: task (KV head, run of 32 dims), every query head of that KV head.
 /// Each output element is computed by the same operations in the same order as in ``attn_row``
 /// (a chunk's scores are the same dots; the sums run over the columns in order), so both
 /// routes give the same bits.
@@ -298,10 +300,12 @@ static long live_columns(const fk_attention_desc *a) {
 /// enough that reading each row once per KV head, on every core, pays for three hand-offs.
 /// FORGE_ATTN_DECODE=0 / 1 forces it off / on (benchmarks).
 static int decode_route(const fk_attention_desc *a, long live) {
-    static int forced = -2;
+    static atomic_int forced_once = -2;
+    int forced = atomic_load_explicit(&forced_once, memory_order_relaxed);
     if (forced == -2) {
         const char *e = getenv("FORGE_ATTN_DECODE");
         forced = e && *e ? (*e == '1') : -1;
+        atomic_store_explicit(&forced_once, forced, memory_order_relaxed);
     }
     if (a->dim % 32 != 0) return 0;
     if (forced == 1) return 1;
