@@ -316,6 +316,18 @@ static int decode_route(const fk_attention_desc *a, long live) {
 
 static atomic_long decode_calls;
 
+/// FORGE_ATTN_GROUP=0 keeps several-row calls on the task-per-(head, row) route (benchmarks).
+static int group_rows_on(void) {
+    static atomic_int on_once = -1;
+    int on = atomic_load_explicit(&on_once, memory_order_relaxed);
+    if (on < 0) {
+        const char *e = getenv("FORGE_ATTN_GROUP");
+        on = !(e && *e == '0');
+        atomic_store_explicit(&on_once, on, memory_order_relaxed);
+    }
+    return on;
+}
+
 /// The decode route (``attn_dec_job``). Returns 0 when done, -1 without scratch, 1 when the
 /// call is left to the per-row route (no kept column).
 static int attention_decode(const fk_attention_desc *a) {
@@ -369,10 +381,19 @@ int fk_attention(const fk_attention_desc *a) {
         int rc = attention_decode(a);
         if (rc <= 0) return rc;
     }
-    if (work >= 4 && work * live * a->dim >= (1L << 16)) {
-        fk_parallel_run(work, fn, &job);
+    // Several rows over a mask shared by the heads, grouped queries: a task per (KV head, row).
+    long tasks = work;
+    if (a->rows > 1 && a->rep > 1 && a->mask_head_stride == 0 && a->dim % 32 == 0 && group_rows_on()) {
+        tasks = (a->heads / a->rep) * a->rows;
+        fn = attn_group_row_gen;
+#if FK_HAVE_F16C_PATH
+        if (fk_attention_simd_level()) fn = fk_simd_level() >= 2 ? attn_group_row_avx512 : attn_group_row_avx2;
+#endif
+    }
+    if (work >= 4 && tasks >= 2 && work * live * a->dim >= (1L << 16)) {
+        fk_parallel_run(tasks, fn, &job);
     } else {
-        for (long t = 0; t < work; t++) fn(&job, t);
+        for (long t = 0; t < tasks; t++) fn(&job, t);
     }
     return atomic_load(&job.failed) ? -1 : 0;
 }
@@ -855,6 +876,80 @@ static BODY_TARGET void SFX(dec_values)(void *ctx, long task) {
         }
 #undef DEC_WSUM
     }
+}
+
+/// One query row of every query head of one KV head (task = KV head · S + row), for several
+/// rows over a mask shared by the heads: the row's kept columns found once, the scores of 3
+/// heads against 4 K rows at a time (``dec_dots4``), each head's softmax, the V sums 32 dims
+/// and up to 4 heads at a time (``dec_wsum32``) — each K / V vector widened once for the KV
+/// head's query heads, every element the operations of ``attn_row`` in its order (its bits).
+static BODY_TARGET void SFX(attn_group_row)(void *ctx, long task) {
+    attn_job *job = ctx;
+    const fk_attention_desc *a = job->desc;
+    const long s = a->rows, d = a->dim, n = a->ctx, rep = a->rep;
+    const long kvh = task / s, row = task % s;
+    const float *m = a->mask + row * a->mask_row_stride;
+    attn_scratch *sc = scratch_get(rep * n);
+    if (!sc) {
+        atomic_store(&job->failed, 1);
+        return;
+    }
+    int32_t *cols = sc->cols;
+    long nc = SFX(kept_columns)(m, a->masked, n, cols);
+    if (nc == 0) nc = SFX(kept_columns)(m, -INFINITY, n, cols);
+    const long h0 = kvh * rep, hs = s * d;  // query / output rows of consecutive heads are S·D apart
+    if (nc == 0) {  // an all −inf mask: NaN, as the graph gives
+        for (long r = 0; r < rep; r++)
+            for (long t = 0; t < d; t++) a->out[(h0 + r) * hs + row * d + t] = NAN;
+        return;
+    }
+    float *w = sc->scores;  // [rep, nc]
+    const int kh = a->k_half, vh = a->v_half;
+    const void *kb = kh ? (const void *)((const uint16_t *)a->k + kvh * n * d) : (const void *)((const float *)a->k + kvh * n * d);
+    const void *vb = vh ? (const void *)((const uint16_t *)a->v + kvh * n * d) : (const void *)((const float *)a->v + kvh * n * d);
+    for (long r = 0; r < rep; r += 3) {
+        const int G = rep - r < 3 ? (int)(rep - r) : 3;
+        const float *q = a->q + (h0 + r) * hs + row * d;
+        float *wr = w + r * nc;
+        long i = 0;
+#define GR_DOTS(GG) kh ? SFX(dec_dots4)(GG, 1, q, hs, kb, cols + i, d, wr + i, nc) : SFX(dec_dots4)(GG, 0, q, hs, kb, cols + i, d, wr + i, nc)
+        for (; i + 4 <= nc; i += 4) {
+            switch (G) {
+            case 1: GR_DOTS(1); break;
+            case 2: GR_DOTS(2); break;
+            default: GR_DOTS(3); break;
+            }
+        }
+#undef GR_DOTS
+        for (; i < nc; i++)
+            for (int g = 0; g < G; g++) {
+                const long jr = cols[i];
+                wr[g * nc + i] = kh ? SFX(dot_h)(q + g * hs, (const uint16_t *)kb + jr * d, d) : SFX(dot_f)(q + g * hs, (const float *)kb + jr * d, d);
+            }
+        for (int g = 0; g < G; g++) {
+            float *wg = wr + g * nc;
+            const float mx = SFX(scale_mask_max)(wg, nc, cols, m, a->scale);
+            exp_shifted(wg, nc, mx);
+            float denom = 0;
+            for (long c = 0; c < nc; c++) denom += wg[c];
+            const float inv = 1 / denom;
+            for (long c = 0; c < nc; c++) wg[c] = wg[c] * inv;
+        }
+    }
+    for (long t0 = 0; t0 < d; t0 += 32)
+        for (long r = 0; r < rep; r += 4) {
+            const int G = rep - r < 4 ? (int)(rep - r) : 4;
+            float *o = a->out + (h0 + r) * hs + row * d;
+            const float *wr = w + r * nc;
+#define GR_WSUM(GG) vh ? SFX(dec_wsum32)(GG, 1, o, hs, wr, nc, cols, nc, vb, d, t0) : SFX(dec_wsum32)(GG, 0, o, hs, wr, nc, cols, nc, vb, d, t0)
+            switch (G) {
+            case 1: GR_WSUM(1); break;
+            case 2: GR_WSUM(2); break;
+            case 3: GR_WSUM(3); break;
+            default: GR_WSUM(4); break;
+            }
+#undef GR_WSUM
+        }
 }
 
 #endif  // FK_ATTN_BODY

@@ -7,7 +7,8 @@ import XCTest
 /// `fk_attention` (C, portable, F16C and AVX-512 bodies) against the Swift reference
 /// (`AttentionFusion.reference`): the same bits for fp16 and fp32 K / V, one and several query
 /// rows, 1 and 3 query heads per KV head, masks with no / some / every column masked, NaN masks,
-/// head sizes with and without a 64-wide block and a scalar tail.
+/// head sizes with and without a 64-wide block and a scalar tail. Several rows of grouped heads
+/// over a shared mask (9 / 3 heads, D 64) run the task-per-(KV head, row) route.
 final class AttentionKernelTests: XCTestCase {
     override func tearDown() {
         fk_set_simd_level(-1)
