@@ -154,12 +154,18 @@ enum BenchCommand: Command {
         return ExitCode.ok
     }
 
+    /// - Throws: `UsageError` naming the sizes the user gave that do not fit, with sizes that do.
     static func checkFits(_ cfg: Config, contextLength ctx: Int) throws {
-        if cfg.p > ctx {
-            throw UsageError(message: "-p \(cfg.p) exceeds the model's context length \(ctx)")
+        let fitting = "e.g. -p \(max(1, ctx / 2)) -n \(max(1, ctx / 4)) fit"
+        if cfg.depth == 0, cfg.p > ctx {
+            throw UsageError(message: "-p \(cfg.p) exceeds the model's context length \(ctx) (\(fitting))")
         }
-        if cfg.depth + cfg.p + cfg.n > ctx {
-            throw UsageError(message: "-d \(cfg.depth) + -p \(cfg.p) + -n \(cfg.n) = \(cfg.depth + cfg.p + cfg.n) tokens exceed the model's context length \(ctx) (decode runs after the prefill)")
+        let (pn, o1) = cfg.p.addingReportingOverflow(cfg.n)
+        let (all, o2) = cfg.depth.addingReportingOverflow(pn)
+        let (sum, overflow) = (all, o1 || o2)
+        if overflow || sum > ctx {
+            let terms = cfg.depth > 0 ? "-d \(cfg.depth) + -p \(cfg.p) + -n \(cfg.n)" : "-p \(cfg.p) + -n \(cfg.n)"
+            throw UsageError(message: "\(terms) = \(overflow ? "more" : String(sum)) tokens exceed the model's context length \(ctx) (decode runs after the prefill; \(fitting))")
         }
     }
 

@@ -30,6 +30,7 @@ enum ExtractCommand: Command {
         let to = names(args.value("to"))
         guard !to.isEmpty else { throw UsageError(message: "--to V[,V…] is required") }
         guard let out = args.value("o") else { throw UsageError(message: "-o OUT.mlpackage is required") }
+        try InputOverwriteCheck.refuse(output: out, sameAs: args.positionals[0])
         let model = try ModelLoader.load(path: args.positionals[0])
         let sub = try SubgraphExtraction.extract(model, function: args.value("function"), from: names(args.value("from")), to: to)
         try Verifier.verify(sub)

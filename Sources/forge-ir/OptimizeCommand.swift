@@ -79,6 +79,7 @@ enum OptimizeCommand: Command {
             }
             PassOptions.values[String(o[..<eq])] = String(o[o.index(after: eq)...])
         }
+        try InputOverwriteCheck.refuse(output: output, sameAs: input)
         let model = try ModelLoader.load(path: input)
         var fixes: [Pass.Type] = []
         var fixedFor: [String: [String]] = [:]   // pass -> finding codes

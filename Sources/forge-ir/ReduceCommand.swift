@@ -34,6 +34,7 @@ enum ReduceCommand: Command {
             throw UsageError(message: "--check 'CMD {model}' is required and must contain {model}")
         }
         let path = args.positionals[0]
+        if let out = args.value("o") { try InputOverwriteCheck.refuse(output: out, sameAs: path) }
         let function = args.value("function")
         let probe = try ModelLoader.load(path: path)
         guard let f = probe.program.function(named: function ?? probe.defaultFunctionName) else {

@@ -108,6 +108,10 @@ extension CLITests {
             // Context length 256: P alone, and P + N (the decode runs after the prefill).
             (["bench", model, "-p", "300", "-n", "0"], "-p 300 exceeds the model's context length 256"),
             (["bench", model, "-p", "250", "-n", "10"], "-p 250 + -n 10 = 260 tokens exceed the model's context length 256"),
+            // A depth too deep is named even when the default -p alone would not fit either.
+            (["bench", model, "-d", "999999"], "-d 999999 + -p 128 + -n 128 = 1000255 tokens exceed the model's context length 256"),
+            (["bench", model, "-d", "9223372036854775807"], "-d 9223372036854775807 + -p 128 + -n 128 = more tokens exceed"),
+            (["bench", model, "-p", "300", "-n", "0"], "e.g. -p 128 -n 64 fit"),
         ]
         for (args, message) in cases {
             let r = try run(args)

@@ -13,6 +13,38 @@ extension CLITests {
         return d
     }
 
+    /// `-o` naming the input model itself (directly, with a trailing slash, through `..` or a
+    /// symbolic link) is refused by optimize, extract and reduce, and the input is left as it was.
+    func testOutputThatIsTheInputIsRefused() throws {
+        let dir = try tempDir()
+        let model = dir + "/m.mlpackage"
+        try FileManager.default.copyItem(atPath: "models-ir/tiny_llama_int8.mlpackage", toPath: model)
+        try FileManager.default.createSymbolicLink(atPath: dir + "/link.mlpackage", withDestinationPath: model)
+        let before = try packageBytes(model)
+        for o in [model, model + "/", dir + "/../" + (dir as NSString).lastPathComponent + "/m.mlpackage", dir + "/link.mlpackage"] {
+            for args in [["optimize", model, "-o", o], ["extract", model, "--to", "logits", "-o", o],
+                         ["reduce", model, "--check", "test -e {model}", "-o", o]] {
+                let r = try run(args)
+                XCTAssertEqual(r.status, 64, "\(args): \(r.stderr)")
+                XCTAssertTrue(r.stderr.contains("is the input model itself"), "\(args): \(r.stderr)")
+            }
+        }
+        XCTAssertEqual(try packageBytes(model), before, "the input package changed")
+    }
+
+    /// Every file of a package with its bytes (to tell whether it was touched).
+    func packageBytes(_ path: String) throws -> [String: Data] {
+        var out: [String: Data] = [:]
+        let e = FileManager.default.enumerator(atPath: path)
+        while let f = e?.nextObject() as? String {
+            var dir: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path + "/" + f, isDirectory: &dir), !dir.boolValue {
+                out[f] = try Data(contentsOf: URL(fileURLWithPath: path + "/" + f))
+            }
+        }
+        return out
+    }
+
     func testOptimizeLowersRunTimeEndWrites() throws {
         let out = try tempDir() + "/opt.mlpackage"
         let r = try run(["optimize", "models-ir/tiny_llama_dynamic_end.mlpackage", "-o", out])
