@@ -43,8 +43,16 @@ public enum SubgraphExtraction {
             guard let v = byName[n] else {
                 var nested = false
                 f.body.walk { op in if op.parent !== f.body, op.outputs.contains(where: { $0.name == n }) { nested = true } }
-                throw ExtractionError(nested ? "\(what) value '\(n)' is inside a control-flow block; name values of the function's top level"
-                                             : "\(what): function '\(fname)' has no value '\(n)' (value names, left of '=' in 'forge-ir dump')")
+                if nested {
+                    throw ExtractionError("\(what) value '\(n)' is inside a control-flow block; name values of the function's top level")
+                }
+                // An op's name (as diagnose prints them) where a value's is wanted: name its outputs.
+                if let op = f.body.operations.first(where: { $0.name == n }), !op.outputs.isEmpty {
+                    let outs = op.outputs.map { "'\($0.name)'" }.joined(separator: ", ")
+                    throw ExtractionError("\(what): '\(n)' is an op (\(op.type)), not a value; its output\(op.outputs.count > 1 ? "s are" : " is") \(outs)")
+                }
+                throw ExtractionError("\(what): function '\(fname)' has no value '\(n)' (value names, left of '=' in 'forge-ir dump')"
+                                      + NameSuggestion.hint(n, in: Array(byName.keys).sorted()))
             }
             return v
         }

@@ -189,6 +189,11 @@ extension CLITests {
             (["compare", m, "--reference", "models-ir/compare/mlp.npz"], 1, "no array names a value"),
             (["extract", m, "--to", "nope", "-o", NSTemporaryDirectory() + "x.mlpackage"], 1, "no value 'nope'"),
             (["extract", m, "--from", "relu1", "--to", "relu0", "-o", NSTemporaryDirectory() + "x.mlpackage"], 1, "not read by anything"),
+            // An op's name where a value's is wanted (diagnose prints op names), and a typo.
+            (["extract", "models-ir/tiny_llama_int8.mlpackage", "--to", "op_68_shape", "-o", NSTemporaryDirectory() + "x.mlpackage"], 1,
+             "'op_68_shape' is an op (shape), not a value; its output is 'var_68_shape'"),
+            (["extract", "models-ir/tiny_llama_int8.mlpackage", "--to", "var_68_shap", "-o", NSTemporaryDirectory() + "x.mlpackage"], 1,
+             "(did you mean 'var_68_shape'?)"),
             (["reduce", m, "--check", "true"], 64, "must contain {model}"),
             (["reduce", m, "--check", "true {model}"], 1, "the check passes on the whole model"),
             (["run", m, "--inputs", "models-ir/compare/mlp.npz", "--outputs", "all"], 64, "--outputs needs --out"),
