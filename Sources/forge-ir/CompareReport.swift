@@ -148,6 +148,9 @@ enum CompareReport {
                         out += "  input \(i.input) ('\(i.value)'): reference \(stats(i.reference)); candidate \(stats(i.candidate))\n"
                     }
                 }
+            } else if d.isolated == nil {
+                // The first divergent op itself could not be run alone: nothing is known of it.
+                out += "no op that could be run alone is beyond the tolerance on its own; '\(v.op ?? v.name)' could not be (above), so whether it computes differently is not known\n"
             } else {
                 out += "no op is beyond the tolerance on its own (run alone on the reference's inputs): the difference accumulates\n"
             }
