@@ -381,9 +381,10 @@ int fk_attention(const fk_attention_desc *a) {
         int rc = attention_decode(a);
         if (rc <= 0) return rc;
     }
-    // Several rows over a mask shared by the heads, grouped queries: a task per (KV head, row).
+    // Grouped queries over a mask shared by the heads (a prefill chunk, or a decode row the
+    // decode route left: one thread, few columns): a task per (KV head, row).
     long tasks = work;
-    if (a->rows > 1 && a->rep > 1 && a->mask_head_stride == 0 && a->dim % 32 == 0 && group_rows_on()) {
+    if (a->rep > 1 && a->mask_head_stride == 0 && a->dim % 32 == 0 && group_rows_on()) {
         tasks = (a->heads / a->rep) * a->rows;
         fn = attn_group_row_gen;
 #if FK_HAVE_F16C_PATH

@@ -57,8 +57,9 @@ typedef struct {
 /// all the query heads of its KV head; the softmax per head; the weighted sums of V by (KV head,
 /// run of 32 dims), each V row read once for those heads. Every element is the same operations
 /// in the same order as in the per-row route: the same bits. The caller's thread keeps a scratch
-/// of about 4·H·CTX bytes for it. Several rows of grouped heads (rep > 1) over a mask shared by
-/// the heads, D a multiple of 32, run a task per (KV head, row) instead, with the same sharing of
+/// of about 4·H·CTX bytes for it. Other calls of grouped heads (rep > 1: several rows, or one row
+/// the decode route leaves) over a mask shared by the heads, D a multiple of 32, run a task per
+/// (KV head, row) instead of per (head, row), with the same sharing of
 /// each widened K / V vector among the KV head's query heads and the same bits
 /// (FORGE_ATTN_GROUP=0 turns it off).
 /// Returns 0, or -1 when scratch memory could not be allocated (the output is then undefined).
