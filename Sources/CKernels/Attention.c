@@ -560,6 +560,26 @@ AI BODY_TARGET float SFX(scale_mask_max)(float *w, long nc, const int32_t *cols,
     return mx;
 }
 
+/// The kept columns of one mask row, into `cols`: those above `masked`; when there is none,
+/// every column above −inf (the graph's softmax then attends over all of them). A NaN mask value
+/// is never skipped: the graph's softmax row is NaN then, and so is this one.
+AI BODY_TARGET long SFX(row_columns)(const float *m, float masked, long n, int32_t *cols) {
+    long nc = SFX(kept_columns)(m, masked, n, cols);
+    if (nc == 0) nc = SFX(kept_columns)(m, -INFINITY, n, cols);
+    return nc;
+}
+
+/// A row's scores `w[0 ..< nc]` (largest `mx`) into its softmax weights: e^(w − mx) 8 at a time
+/// (ck_vmath.h's vexp, the scheme of the graph's softmax kernel), the denominator summed in
+/// column order, each weight times its inverse.
+AI BODY_TARGET void SFX(softmax_weights)(float *w, long nc, float mx) {
+    exp_shifted(w, nc, mx);
+    float denom = 0;
+    for (long i = 0; i < nc; i++) denom += w[i];
+    const float inv = 1 / denom;
+    for (long i = 0; i < nc; i++) w[i] = w[i] * inv;
+}
+
 /// The scores of one row over its `nc` kept columns (``kept_columns``): w[i] = (q · K[j]) ·
 /// scale + m[j] for j = cols[i]; K (rows of `d`) is fp16 when `half`, else fp32. Returns the
 /// largest score. The dots are taken 8 at a time (``dot8_rows``; the same bits as one at a time).
@@ -679,11 +699,7 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
     float *w = sc->scores;
     int32_t *cols = sc->cols;
 
-    // Every column masked: attend over all of them (but −inf ones), as the graph's softmax
-    // does. A NaN mask value is never skipped: the graph's softmax row is NaN then, and so is
-    // this one.
-    long nc = SFX(kept_columns)(m, a->masked, n, cols);
-    if (nc == 0) nc = SFX(kept_columns)(m, -INFINITY, n, cols);
+    const long nc = SFX(row_columns)(m, a->masked, n, cols);
 
     const long kvoff = kvh * n * d;
     // A constant `half` in each call: the score loop is compiled once per K dtype.
@@ -693,13 +709,7 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
         for (long t = 0; t < d; t++) o[t] = NAN;
         return;
     }
-    // e^(w - max) 8 at a time (ck_vmath.h's vexp, the scheme of the graph's softmax kernel), then the
-    // denominator summed in column order.
-    exp_shifted(w, nc, maxv);
-    float denom = 0;
-    for (long i = 0; i < nc; i++) denom += w[i];
-    const float inv = 1 / denom;
-    for (long i = 0; i < nc; i++) w[i] = w[i] * inv;
+    SFX(softmax_weights)(w, nc, maxv);
 
     const int vh = a->v_half;
     const void *vbase = vh ? (const void *)((const uint16_t *)a->v + kvoff) : (const void *)((const float *)a->v + kvoff);
@@ -726,9 +736,7 @@ static BODY_TARGET void SFX(attn_row)(void *ctx, long task) {
 
 /// The kept columns of the decode route's one mask row (as ``attn_row`` finds them).
 static BODY_TARGET long SFX(dec_columns)(const fk_attention_desc *a, int32_t *cols) {
-    long nc = SFX(kept_columns)(a->mask, a->masked, a->ctx, cols);
-    if (nc == 0) nc = SFX(kept_columns)(a->mask, -INFINITY, a->ctx, cols);
-    return nc;
+    return SFX(row_columns)(a->mask, a->masked, a->ctx, cols);
 }
 
 /// The dots of `G` (≤ 3) query rows (`qstride` apart) with 4 K rows (`rows[c]`, d % 8 == 0):
@@ -764,6 +772,33 @@ AI BODY_TARGET void SFX(dec_dots4)(const int G, const int half, const float *q, 
     }
 }
 
+/// w[g·wstride + i] = q_g · K[cols[i]] for i < n and the `G` (≤ 3) query rows g (`qstride`
+/// apart): ``dec_dots4`` over 4 columns at a time, ``dot_f`` / ``dot_h`` for the rest (the same
+/// bits). `prefetch`: hint the K rows ATTN_PF_K columns ahead (the first pass over them).
+AI BODY_TARGET void SFX(head_dots)(const int G, const int half, const float *q, long qstride, const void *k, const int32_t *cols,
+                                   long n, long d, float *w, long wstride, int prefetch) {
+    const long rowb = d * (half ? 2 : 4);
+    long i = 0;
+    for (; i + 4 <= n; i += 4) {
+        if (prefetch && i + ATTN_PF_K + 4 <= n)
+            for (int c = 0; c < 4; c++)
+                for (long o = 0; o < rowb; o += 64) __builtin_prefetch((const char *)k + (long)cols[i + ATTN_PF_K + c] * rowb + o, 0, ATTN_PF_LOC);
+#define HEAD_DOTS(GG) half ? SFX(dec_dots4)(GG, 1, q, qstride, k, cols + i, d, w + i, wstride) \
+                           : SFX(dec_dots4)(GG, 0, q, qstride, k, cols + i, d, w + i, wstride)
+        switch (G) {
+        case 1: HEAD_DOTS(1); break;
+        case 2: HEAD_DOTS(2); break;
+        default: HEAD_DOTS(3); break;
+        }
+#undef HEAD_DOTS
+    }
+    for (; i < n; i++)
+        for (int g = 0; g < G; g++) {
+            const long r = (long)cols[i] * d;
+            w[g * wstride + i] = half ? SFX(dot_h)(q + g * qstride, (const uint16_t *)k + r, d) : SFX(dot_f)(q + g * qstride, (const float *)k + r, d);
+        }
+}
+
 /// Decode pass 1, task (KV head, chunk): the scores of the chunk's kept columns for every query
 /// head of the KV head, 3 heads and 4 K rows at a time (each K row read and widened once for
 /// the heads; the same bits as ``scores`` per head), then scale, mask and each head's largest
@@ -776,31 +811,12 @@ static BODY_TARGET void SFX(dec_scores)(void *ctx, long task) {
     if (n <= 0) return;
     const int half = a->k_half;
     const void *kb = half ? (const void *)((const uint16_t *)a->k + kvh * a->ctx * d) : (const void *)((const float *)a->k + kvh * a->ctx * d);
-    const long rowb = d * (half ? 2 : 4);
     const int32_t *cols = j->cols + i0;
     for (long r = 0; r < a->rep; r += 3) {
         const long h = kvh * a->rep + r;
         const int G = a->rep - r < 3 ? (int)(a->rep - r) : 3;
-        const float *q = a->q + h * d;
         float *w = j->w + h * j->nc + i0;
-        long i = 0;
-        for (; i + 4 <= n; i += 4) {
-            if (r == 0 && i + ATTN_PF_K + 4 <= n)
-                for (int cc = 0; cc < 4; cc++)
-                    for (long o = 0; o < rowb; o += 64) __builtin_prefetch((const char *)kb + (long)cols[i + ATTN_PF_K + cc] * rowb + o, 0, ATTN_PF_LOC);
-#define DEC_DOTS(GG) half ? SFX(dec_dots4)(GG, 1, q, d, kb, cols + i, d, w + i, j->nc) : SFX(dec_dots4)(GG, 0, q, d, kb, cols + i, d, w + i, j->nc)
-            switch (G) {
-            case 1: DEC_DOTS(1); break;
-            case 2: DEC_DOTS(2); break;
-            default: DEC_DOTS(3); break;
-            }
-#undef DEC_DOTS
-        }
-        for (; i < n; i++)
-            for (int g = 0; g < G; g++) {
-                const long jr = cols[i];
-                w[g * j->nc + i] = half ? SFX(dot_h)(q + g * d, (const uint16_t *)kb + jr * d, d) : SFX(dot_f)(q + g * d, (const float *)kb + jr * d, d);
-            }
+        SFX(head_dots)(G, half, a->q + h * d, d, kb, cols, n, d, w, j->nc, r == 0);
         for (int g = 0; g < G; g++) j->cmax[(h + g) * j->nchunks + c] = SFX(scale_mask_max)(w + g * j->nc, n, cols, a->mask, a->scale);
     }
 }
@@ -813,12 +829,7 @@ static BODY_TARGET void SFX(dec_softmax)(void *ctx, long h) {
         const float x = j->cmax[h * j->nchunks + c];
         if (x > mx) mx = x;
     }
-    float *w = j->w + h * j->nc;
-    exp_shifted(w, j->nc, mx);
-    float denom = 0;
-    for (long i = 0; i < j->nc; i++) denom += w[i];
-    const float inv = 1 / denom;
-    for (long i = 0; i < j->nc; i++) w[i] = w[i] * inv;
+    SFX(softmax_weights)(j->w + h * j->nc, j->nc, mx);
 }
 
 /// o_g[t0 ..< t0 + 32] = Σ_i w_g[i] · v_row(cols[i])[…] for the `G` (≤ 4) heads g of one
@@ -854,6 +865,25 @@ AI BODY_TARGET void SFX(dec_wsum32)(const int G, const int half, float *o, long 
     if (G > 3) { p += ostride; SFX(st8)(p, a30); SFX(st8)(p + 8, a31); SFX(st8)(p + 16, a32); SFX(st8)(p + 24, a33); }
 }
 
+/// ``dec_wsum32`` for `nh` heads (their outputs `ostride`, their weights `wstride` apart), 4 at
+/// a time: each V vector widened once per group.
+AI BODY_TARGET void SFX(head_wsums)(long nh, const int half, float *o, long ostride, const float *w, long wstride,
+                                    const int32_t *cols, long nc, const void *v, long d, long t0) {
+    for (long r = 0; r < nh; r += 4) {
+        float *og = o + r * ostride;
+        const float *wg = w + r * wstride;
+#define HEAD_WSUM(GG) half ? SFX(dec_wsum32)(GG, 1, og, ostride, wg, wstride, cols, nc, v, d, t0) \
+                           : SFX(dec_wsum32)(GG, 0, og, ostride, wg, wstride, cols, nc, v, d, t0)
+        switch (nh - r < 4 ? nh - r : 4) {
+        case 1: HEAD_WSUM(1); break;
+        case 2: HEAD_WSUM(2); break;
+        case 3: HEAD_WSUM(3); break;
+        default: HEAD_WSUM(4); break;
+        }
+#undef HEAD_WSUM
+    }
+}
+
 /// Decode pass 3, task (KV head, run of dims): the weighted sums of V over that run for every
 /// query head of the KV head, up to 4 heads per sweep of the V rows.
 static BODY_TARGET void SFX(dec_values)(void *ctx, long task) {
@@ -862,21 +892,7 @@ static BODY_TARGET void SFX(dec_values)(void *ctx, long task) {
     const long kvh = task / j->nparts, t0 = (task % j->nparts) * 32, d = a->dim;
     const void *vb = a->v_half ? (const void *)((const uint16_t *)a->v + kvh * a->ctx * d)
                                : (const void *)((const float *)a->v + kvh * a->ctx * d);
-    for (long r = 0; r < a->rep; r += 4) {
-        const long h = kvh * a->rep + r;
-        const int G = a->rep - r < 4 ? (int)(a->rep - r) : 4;
-        float *o = a->out + h * d;
-        const float *w = j->w + h * j->nc;
-#define DEC_WSUM(GG) a->v_half ? SFX(dec_wsum32)(GG, 1, o, d, w, j->nc, j->cols, j->nc, vb, d, t0) \
-                               : SFX(dec_wsum32)(GG, 0, o, d, w, j->nc, j->cols, j->nc, vb, d, t0)
-        switch (G) {
-        case 1: DEC_WSUM(1); break;
-        case 2: DEC_WSUM(2); break;
-        case 3: DEC_WSUM(3); break;
-        default: DEC_WSUM(4); break;
-        }
-#undef DEC_WSUM
-    }
+    SFX(head_wsums)(a->rep, a->v_half, a->out + kvh * a->rep * d, d, j->w + kvh * a->rep * j->nc, j->nc, j->cols, j->nc, vb, d, t0);
 }
 
 /// One query row of every query head of one KV head (task = KV head · S + row), for several
@@ -896,8 +912,7 @@ static BODY_TARGET void SFX(attn_group_row)(void *ctx, long task) {
         return;
     }
     int32_t *cols = sc->cols;
-    long nc = SFX(kept_columns)(m, a->masked, n, cols);
-    if (nc == 0) nc = SFX(kept_columns)(m, -INFINITY, n, cols);
+    const long nc = SFX(row_columns)(m, a->masked, n, cols);
     const long h0 = kvh * rep, hs = s * d;  // query / output rows of consecutive heads are S·D apart
     if (nc == 0) {  // an all −inf mask: NaN, as the graph gives
         for (long r = 0; r < rep; r++)
@@ -910,47 +925,11 @@ static BODY_TARGET void SFX(attn_group_row)(void *ctx, long task) {
     const void *vb = vh ? (const void *)((const uint16_t *)a->v + kvh * n * d) : (const void *)((const float *)a->v + kvh * n * d);
     for (long r = 0; r < rep; r += 3) {
         const int G = rep - r < 3 ? (int)(rep - r) : 3;
-        const float *q = a->q + (h0 + r) * hs + row * d;
         float *wr = w + r * nc;
-        long i = 0;
-#define GR_DOTS(GG) kh ? SFX(dec_dots4)(GG, 1, q, hs, kb, cols + i, d, wr + i, nc) : SFX(dec_dots4)(GG, 0, q, hs, kb, cols + i, d, wr + i, nc)
-        for (; i + 4 <= nc; i += 4) {
-            switch (G) {
-            case 1: GR_DOTS(1); break;
-            case 2: GR_DOTS(2); break;
-            default: GR_DOTS(3); break;
-            }
-        }
-#undef GR_DOTS
-        for (; i < nc; i++)
-            for (int g = 0; g < G; g++) {
-                const long jr = cols[i];
-                wr[g * nc + i] = kh ? SFX(dot_h)(q + g * hs, (const uint16_t *)kb + jr * d, d) : SFX(dot_f)(q + g * hs, (const float *)kb + jr * d, d);
-            }
-        for (int g = 0; g < G; g++) {
-            float *wg = wr + g * nc;
-            const float mx = SFX(scale_mask_max)(wg, nc, cols, m, a->scale);
-            exp_shifted(wg, nc, mx);
-            float denom = 0;
-            for (long c = 0; c < nc; c++) denom += wg[c];
-            const float inv = 1 / denom;
-            for (long c = 0; c < nc; c++) wg[c] = wg[c] * inv;
-        }
+        SFX(head_dots)(G, kh, a->q + (h0 + r) * hs + row * d, hs, kb, cols, nc, d, wr, nc, 0);
+        for (int g = 0; g < G; g++) SFX(softmax_weights)(wr + g * nc, nc, SFX(scale_mask_max)(wr + g * nc, nc, cols, m, a->scale));
     }
-    for (long t0 = 0; t0 < d; t0 += 32)
-        for (long r = 0; r < rep; r += 4) {
-            const int G = rep - r < 4 ? (int)(rep - r) : 4;
-            float *o = a->out + (h0 + r) * hs + row * d;
-            const float *wr = w + r * nc;
-#define GR_WSUM(GG) vh ? SFX(dec_wsum32)(GG, 1, o, hs, wr, nc, cols, nc, vb, d, t0) : SFX(dec_wsum32)(GG, 0, o, hs, wr, nc, cols, nc, vb, d, t0)
-            switch (G) {
-            case 1: GR_WSUM(1); break;
-            case 2: GR_WSUM(2); break;
-            case 3: GR_WSUM(3); break;
-            default: GR_WSUM(4); break;
-            }
-#undef GR_WSUM
-        }
+    for (long t0 = 0; t0 < d; t0 += 32) SFX(head_wsums)(rep, vh, a->out + h0 * hs + row * d, hs, w, nc, cols, nc, vb, d, t0);
 }
 
 #endif  // FK_ATTN_BODY
