@@ -204,3 +204,11 @@ static int qgemm_nt_qx(int bits, FK_ARGS_Q) {
 
 int fk_qgemm_nt_q8(FK_ARGS_Q) { return qgemm_nt_qx(8, M, N, K, A, lda, W, n0, C, ldc, bias, acc); }
 int fk_qgemm_nt_q16(FK_ARGS_Q) { return qgemm_nt_qx(16, M, N, K, A, lda, W, n0, C, ldc, bias, acc); }
+
+// Whether the int8 / int4 GEMV loops prefetch the block scales ahead (ck_prefetch_scales);
+// FORGE_SCALE_PREFETCH=0 turns it off, for A/B measurements (read once, at load).
+int fk_scale_prefetch = 1;
+__attribute__((constructor)) static void fk_scale_prefetch_init(void) {
+    const char *e = getenv("FORGE_SCALE_PREFETCH");
+    if (e && e[0] == '0') fk_scale_prefetch = 0;
+}

@@ -59,6 +59,7 @@ static inline __attribute__((always_inline)) AVX2 void qx_rows_avx2(const int bi
         q[r] = W->data + (n + r) * W->ld;
         srow[r] = ((n + r) / W->block_rows) * W->scale_ld;
     }
+    ck_prefetch_scales(W, n, nr, PF_BYTES);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 t[4];
     float corr[4] = {0, 0, 0, 0};
@@ -121,6 +122,7 @@ static inline __attribute__((always_inline)) AVX2 void qx_gemv_avx2(const int bi
         const char *base = (const char *)(W->data + n0 * W->ld);
         const long span = lmin(PF_BYTES, N * W->ld);
         for (long p = 0; p < span; p += 64) __builtin_prefetch(base + p, 0, PF_LOC);
+        if (W->ld > 0) ck_prefetch_scales(W, n0, span / W->ld + 1, 0);
     }
     for (long j = 0; j < N;) {
         const int nr = N - j >= 4 ? 4 : 1;

@@ -130,6 +130,7 @@ AI5 void qv_tile(const int M, const int nr, const int has_off, const long BC, lo
         q[r] = W->data + (n + r) * W->ld;
         srow[r] = ((n + r) / W->block_rows) * W->scale_ld;
     }
+    ck_prefetch_scales(W, n, nr, QV_PF);
     __m512 t[QV_MAX_M][QV_NR1], cr[QV_MAX_M][QV_NR1];
     for (int m = 0; m < M; m++)
         for (int r = 0; r < nr; r++) t[m][r] = _mm512_setzero_ps(), cr[m][r] = _mm512_setzero_ps();
@@ -246,6 +247,7 @@ static T512 int qgemv512(FK_ARGS_Q) {
         const char *base = (const char *)(W->data + n0 * W->ld);
         const long span = lmin5(QV_PF, N * W->ld);
         for (long p = 0; p < span; p += 64) _mm_prefetch(base + p, QV_HINT);
+        if (W->ld > 0) ck_prefetch_scales(W, n0, span / W->ld + 1, 0);
     }
     for (long j = 0; j < N;) {
         const int nr = N - j >= nrmax ? nrmax : 1;
@@ -572,6 +574,7 @@ static inline __attribute__((always_inline)) TVNNI void qx_rows_vnni(const int b
         q[r] = W->data + (n + r) * W->ld;
         srow[r] = ((n + r) / W->block_rows) * W->scale_ld;
     }
+    ck_prefetch_scales(W, n, nr, QV_PF);
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     __m256 t[4];
     float corr[4] = {0, 0, 0, 0};
@@ -634,6 +637,7 @@ static inline __attribute__((always_inline)) TVNNI void qx_gemv_vnni(const int b
         const char *base = (const char *)(W->data + n0 * W->ld);
         const long span = lmin5(QV_PF, N * W->ld);
         for (long p = 0; p < span; p += 64) _mm_prefetch(base + p, QV_HINT);
+        if (W->ld > 0) ck_prefetch_scales(W, n0, span / W->ld + 1, 0);
     }
     for (long j = 0; j < N;) {
         const int nr = N - j >= 4 ? 4 : 1;

@@ -352,6 +352,7 @@ AI void q_rows(const int nr, const int has_off, long K, const float *x, const fl
         srow[r] = ((n + r) / W->block_rows) * W->scale_ld;
         o[r] = has_off ? W->offset + srow[r] : NULL;
     }
+    ck_prefetch_scales(W, n, nr, PF_BYTES);
     float sbuf[4][SC_CHUNK];
     v8f t[4];
     float corr[4];
