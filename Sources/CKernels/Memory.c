@@ -21,3 +21,8 @@ int fk_tune_malloc(void) {
     return 0;
 #endif
 }
+
+void fk_prefetch_lines(const uintptr_t *addrs, long n) {
+    for (long i = 0; i < n; i++)
+        if (addrs[i]) __builtin_prefetch((const void *)addrs[i], 0, 3);
+}

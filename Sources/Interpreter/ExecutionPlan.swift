@@ -104,6 +104,8 @@ public final class ExecutionPlan {
         /// also the ~2,000 `const` ops it skips (each a Step, its output list and a cache entry
         /// to load, out of cache since the last token's weights went through).
         var running: [Step]?
+        /// The records of each running step to prefetch (``ExecutionPlan/buildStepPrefetch(_:)``).
+        var prefetch: StepPrefetchTable?
         var inputSlots: [Int] = []
         var outputRefs: [Ref] = []
     }
@@ -488,7 +490,14 @@ public final class ExecutionPlan {
         let profiling = profile != nil
         let roundAll = precision == .fp16
         let observer = self.observer, valueObserver = self.valueObserver
-        for step in plan.running ?? plan.steps {
+        let list = plan.running ?? plan.steps
+        let prefetch = plan.running != nil ? plan.prefetch : nil
+        for index in list.indices {
+            let step = list[index]
+            if let prefetch {
+                let base = slots.withUnsafeBufferPointer { UnsafeRawPointer($0.baseAddress) }
+                prefetch.issue(step: index + StepPrefetchTable.distance, slotBase: base)
+            }
             if step.isConstant, step.outputSlots.isEmpty || constantOpCache[step.outputSlots[0]] != nil {
                 continue
             }
@@ -559,6 +568,7 @@ public final class ExecutionPlan {
         }
         if plan.running == nil {
             plan.running = plan.steps.filter { !($0.isConstant && ($0.outputSlots.isEmpty || constantOpCache[$0.outputSlots[0]] != nil)) }
+            buildStepPrefetch(plan)
         }
     }
 

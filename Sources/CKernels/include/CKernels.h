@@ -126,6 +126,11 @@ void fk_parallel_run(long ntasks, fk_task_fn fn, void *ctx);
 /// first 1 MiB is fetched.
 void fk_parallel_prefetch(const void *p, long bytes);
 
+/// Prefetches (into L1, on the calling thread) the 64-byte line at each of `addrs[0 ..< n]`
+/// (0 entries skipped): the run loop's hint for the records the next steps will read. Prefetch
+/// instructions only, never a fault.
+void fk_prefetch_lines(const uintptr_t *addrs, long n);
+
 /// Worker threads of the pool plus the caller (1 = no pool): `FORGE_THREADS` if set, else
 /// the CPUs the process may run on.
 int fk_parallel_width(void);
