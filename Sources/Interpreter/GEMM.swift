@@ -1,4 +1,5 @@
 import CKernels
+import Foundation
 
 /// fp32 matrix products on row-major buffers with explicit leading dimensions.
 ///
@@ -20,6 +21,12 @@ public enum GEMM {
     /// Threads the products may use (the caller plus CKernels' worker pool, one per extra core;
     /// `FORGE_THREADS` / `--threads` when set).
     public static let cores = max(1, Int(fk_parallel_width()))
+    /// Chunks a thread of a matrix-vector product (≤ 4 activation rows, a decode step's
+    /// products): 2, not the 4 of bigger products. Measured on a Zen 5 (SmolLM2-135M int8 tg128,
+    /// 13 alternating pairs on one binary): 1.04× over 4 (0.93–1.20), where the caller otherwise
+    /// waited at the join for the worker's last chunk; prefill kept at 4 (2 was 0.95× pp128).
+    /// `FORGE_GEMV_CHUNKS` overrides it (for A/B measurements).
+    static let gemvChunksPerThread = max(1, Int(ProcessInfo.processInfo.environment["FORGE_GEMV_CHUNKS"] ?? "") ?? 2)
 
     /// Multiply-adds per extra thread below which a product stays on the calling thread
     /// (2^14 ≈ 1 µs: handing a chunk to a spinning pool worker costs well under that).
@@ -32,12 +39,12 @@ public enum GEMM {
     /// Uses CKernels' spinning worker pool (`fk_parallel_run`), not `DispatchQueue.concurrentPerform`:
     /// measured here, waking a dispatch worker took longer than a whole decode-sized product
     /// (1536×576 GEMV ≈ 40 µs), so the second chunk ran serially on the caller.
-    static func parallelChunks(_ count: Int, align: Int = 1, work: Int, _ body: (Range<Int>) -> Void) {
+    static func parallelChunks(_ count: Int, align: Int = 1, work: Int, perThread: Int = 4, _ body: (Range<Int>) -> Void) {
         guard count > 0 else { return }
         let a = max(1, align)
-        // Up to 4 chunks per thread: when another process holds a core, the threads that do
-        // run take the chunks the others cannot (only a chunk already started can stall).
-        let chunks = min(cores == 1 ? 1 : 4 * cores, (count + a - 1) / a, max(1, work / max(1, parallelGrain)))
+        // Up to `perThread` (4) chunks per thread: when another process holds a core, the threads
+        // that do run take the chunks the others cannot (only a chunk already started can stall).
+        let chunks = min(cores == 1 ? 1 : max(1, perThread) * cores, (count + a - 1) / a, max(1, work / max(1, parallelGrain)))
         if chunks <= 1 {
             body(0..<count)
             return
