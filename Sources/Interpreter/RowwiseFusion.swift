@@ -112,6 +112,7 @@ enum RowwiseFusion {
     static func apply(_ plan: ExecutionPlan.BlockPlan, useCount: [Int: Int], protected: Set<Int> = [],
                       constant: @escaping (Int) -> ConstValue?, refuse: Bool = false) -> [FusionSite] {
         guard !refuse else { return [] }
+        let scratch = Scratch()
         var producer: [Int: Int] = [:]
         for (i, st) in plan.steps.enumerated() { for s in st.outputSlots { producer[s] = i } }
         func constValue(_ r: ExecutionPlan.Ref) -> ConstValue? {
@@ -152,7 +153,7 @@ enum RowwiseFusion {
                   let program = matcher.program(order, fallback: fallback, rank: rank) else { continue }
             let root = plan.steps[i]
             let site = FusionSite(kind: kind, op: root.op.name, reason: nil)
-            let runtime = Runtime(program: program, fallback: fallback, site: site)
+            let runtime = Runtime(program: program, fallback: fallback, site: site, scratch: scratch)
             let inputs = fallback.externals.enumerated().map { k, r in (name: k == 0 ? firstInputName : "rowwise.e\(k)", refs: [r]) }
             replace[i] = ExecutionPlan.Step(op: root.op, kernel: runtime.kernel, inputs: inputs, outputSlots: root.outputSlots,
                                             release: [], isConstant: false, blocks: [])
