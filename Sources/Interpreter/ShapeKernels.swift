@@ -112,15 +112,20 @@ enum ShapeKernels {
             out[i] = j >= 0 ? from[j] : 1
         }
         if let bad = out.first(where: { $0 < -1 }) { throw KernelError("reshape: invalid dimension \(bad) in shape \(to)") }
-        let inferred = out.indices.filter { out[$0] == -1 }
-        guard inferred.count <= 1 else { throw KernelError("reshape: shape \(to) has \(inferred.count) dimensions of -1 (at most one allowed)") }
+        // The -1 entry, if any (one pass, no arrays built: this runs per call of every reshape).
+        var inferred: Int?, minusOnes = 0
+        for i in out.indices where out[i] == -1 {
+            minusOnes += 1
+            inferred = i
+        }
+        guard minusOnes <= 1 else { throw KernelError("reshape: shape \(to) has \(minusOnes) dimensions of -1 (at most one allowed)") }
         let total = product(from)
-        if let k = inferred.first {
-            let rest = product(out.enumerated().filter { $0.offset != k }.map(\.element))
-            guard rest > 0, total % rest == 0 else {
+        if let k = inferred {
+            let restCount = product(out.indices.lazy.filter { $0 != k }.map { out[$0] })
+            guard restCount > 0, total % restCount == 0 else {
                 throw KernelError("reshape: cannot infer -1 in shape \(to) for input shape \(from) (\(total) elements)")
             }
-            out[k] = total / rest
+            out[k] = total / restCount
         }
         guard product(out) == total else {
             throw KernelError("reshape: shape \(to) (\(product(out)) elements) does not match input shape \(from) (\(total) elements)")
@@ -225,10 +230,22 @@ enum ShapeKernels {
     static func transpose(_ inv: KernelInvocation) throws -> [RuntimeValue] {
         let x = try inv.tensor("x")
         let perm = try inv.ints("perm").map { try axis($0, count: x.rank, "perm entry") }
-        guard perm.count == x.rank, Set(perm).count == perm.count else {
+        // A permutation: every axis once (a bit set for ranks up to 64, no hashing per call).
+        var distinct = perm.count == x.rank
+        if distinct, perm.count <= 64 {
+            var seen: UInt64 = 0
+            for a in perm {
+                let bit: UInt64 = 1 << UInt64(a)
+                if seen & bit != 0 { distinct = false; break }
+                seen |= bit
+            }
+        } else if distinct {
+            distinct = Set(perm).count == perm.count
+        }
+        guard distinct else {
             throw KernelError("transpose: perm \(try inv.ints("perm")) is not a permutation of \(x.rank) axes")
         }
-        if perm == Array(0..<x.rank) { return [.tensor(x)] }
+        if perm.indices.allSatisfy({ perm[$0] == $0 }) { return [.tensor(x)] }
         // Only size-1 axes move (a decode step's [1, 1, H, D] → [1, H, 1, D]): the same elements
         // in the same order, so the storage is shared, as `reshape` shares it.
         var inOrder = true, last = -1
