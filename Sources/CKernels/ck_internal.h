@@ -168,7 +168,9 @@ static inline void ck_prefetch_scales(const fk_qmatrix *W, long row, long nr, lo
     const long es = W->scale ? 4 : 2;
     const uintptr_t base = W->scale ? (uintptr_t)W->scale : (uintptr_t)W->scale_h;
     const long first = r / W->block_rows * W->scale_ld * es, end = ((r + nr - 1) / W->block_rows + 1) * W->scale_ld * es;
-    for (long o = first & ~63L; o < end; o += 64) __builtin_prefetch((const void *)(base + (uintptr_t)o), 0, 2);
+    // By line address: the scales need not start on a line.
+    for (uintptr_t p = (base + (uintptr_t)first) & ~(uintptr_t)63; p < base + (uintptr_t)end; p += 64)
+        __builtin_prefetch((const void *)p, 0, 2);
 }
 
 #endif
