@@ -183,13 +183,9 @@ static inline __attribute__((always_inline)) T256 void q4_rows_scales(const int 
     }
     // The scales of the rows the weight prefetch has reached (Q4_PREFETCH bytes ahead of
     // these: ld / 2 bytes a row), a stream of their own (see ck_prefetch_scales).
-    if (fk_scale_prefetch && W->ld >= 2 && W->block_rows > 0) {
-        const long ahead = row + Q4_PREFETCH / (W->ld / 2), es = W->scale ? 4 : 2;
-        const uintptr_t base = W->scale ? (uintptr_t)W->scale : (uintptr_t)W->scale_h;
-        const long first = ahead / W->block_rows * W->scale_ld * es, end = ((ahead + nr - 1) / W->block_rows + 1) * W->scale_ld * es;
-        for (uintptr_t p = (base + (uintptr_t)first) & ~(uintptr_t)63; p < base + (uintptr_t)end; p += 64)
-            _mm_prefetch((const char *)p, _MM_HINT_T0);
-    }
+    if (W->ld >= 2)
+        ck_prefetch_scale_rows(W->scale ? (uintptr_t)W->scale : (uintptr_t)W->scale_h, W->scale ? 4 : 2, W->block_rows,
+                               W->scale_ld, row + Q4_PREFETCH / (W->ld / 2), nr);
 }
 
 /// Prefetches the `nr` weight rows (`half` bytes apart from `p0`) Q4_PREFETCH bytes ahead of

@@ -156,21 +156,26 @@ void *ck_scratch(int slot, size_t bytes);
 
 extern int fk_scale_prefetch;
 
-/// Prefetches (into L2) the scales of weight rows `row ..< row + nr` of W as they will be
-/// `ahead` bytes of weights further on: the rows the weight prefetch of the GEMV loops has
-/// reached. The scales are a stream of their own (one per block of a row, stored apart from the
-/// int8 values) that the hardware prefetcher, busy with the weight rows, does not follow at
-/// decode: without it a third of the GEMV's time waited on scale loads (perf, SmolLM2-135M int8
-/// decode on a Zen 5). A hint only: it may reach past the matrix (prefetches never fault).
-static inline void ck_prefetch_scales(const fk_qmatrix *W, long row, long nr, long ahead) {
-    if (!fk_scale_prefetch || W->ld <= 0 || W->block_rows <= 0 || nr <= 0) return;
-    const long r = row + ahead / W->ld;
-    const long es = W->scale ? 4 : 2;
-    const uintptr_t base = W->scale ? (uintptr_t)W->scale : (uintptr_t)W->scale_h;
-    const long first = r / W->block_rows * W->scale_ld * es, end = ((r + nr - 1) / W->block_rows + 1) * W->scale_ld * es;
-    // By line address: the scales need not start on a line.
+/// Prefetches (into L2) the scales of block rows `r / block_rows ..= (r + nr - 1) / block_rows`
+/// of a block-quantized matrix whose scales (`es` bytes each, `scale_ld` a block row) start at
+/// `base`; by line address, as the scales need not start on a line. A hint only (prefetches
+/// never fault, so it may reach past the matrix). Shared by the int8 and int4 GEMVs.
+static inline void ck_prefetch_scale_rows(uintptr_t base, long es, long block_rows, long scale_ld, long r, long nr) {
+    if (!fk_scale_prefetch || block_rows <= 0 || nr <= 0) return;
+    const long first = r / block_rows * scale_ld * es, end = ((r + nr - 1) / block_rows + 1) * scale_ld * es;
     for (uintptr_t p = (base + (uintptr_t)first) & ~(uintptr_t)63; p < base + (uintptr_t)end; p += 64)
         __builtin_prefetch((const void *)p, 0, 2);
+}
+
+/// Prefetches the scales of weight rows `row ..< row + nr` of W as they will be `ahead` bytes of
+/// weights further on: the rows the weight prefetch of the GEMV loops has reached. The scales
+/// are a stream of their own (one per block of a row, stored apart from the int8 values) that
+/// the hardware prefetcher, busy with the weight rows, does not follow at decode: without it a
+/// third of the GEMV's samples waited on scale loads (perf, SmolLM2-135M int8 decode on a Zen 5).
+static inline void ck_prefetch_scales(const fk_qmatrix *W, long row, long nr, long ahead) {
+    if (W->ld <= 0) return;
+    ck_prefetch_scale_rows(W->scale ? (uintptr_t)W->scale : (uintptr_t)W->scale_h, W->scale ? 4 : 2, W->block_rows,
+                           W->scale_ld, row + ahead / W->ld, nr);
 }
 
 #endif

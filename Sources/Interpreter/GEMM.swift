@@ -28,6 +28,10 @@ public enum GEMM {
     /// `FORGE_GEMV_CHUNKS` overrides it (for A/B measurements).
     static let gemvChunksPerThread = max(1, Int(ProcessInfo.processInfo.environment["FORGE_GEMV_CHUNKS"] ?? "") ?? 2)
 
+    /// Chunks a thread for a product of `m` activation rows: ``gemvChunksPerThread`` for a
+    /// matrix-vector product (m ≤ 4, the direct GEMV routes), else 4.
+    static func chunksPerThread(rows m: Int) -> Int { m <= 4 ? gemvChunksPerThread : 4 }
+
     /// Multiply-adds per extra thread below which a product stays on the calling thread
     /// (2^14 ≈ 1 µs: handing a chunk to a spinning pool worker costs well under that).
     static let defaultParallelGrain = 1 << 14

@@ -45,7 +45,7 @@ extension QuantizedGEMM {
         let ran: Void? = try withInt4Matrix(q) { w in
             if activations == .int8, fk_q4_gemv_fits(w, k) != 0 {
                 // Each chunk quantizes the rows itself (K values, against its N/threads × K products).
-                GEMM.parallelChunks(n, align: 16, work: work, perThread: m <= 4 ? GEMM.gemvChunksPerThread : 4) { r in
+                GEMM.parallelChunks(n, align: 16, work: work, perThread: GEMM.chunksPerThread(rows: m)) { r in
                     if fk_q4_gemv_q8(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, bias.map { $0 + r.lowerBound }, acc) < 0 {
                         // out of scratch memory (an inf / NaN activation ran the fp32 route itself)
                         let xs = UnsafeMutablePointer<Float>.allocate(capacity: m * fk_q4_split_floats(k))
@@ -60,7 +60,7 @@ extension QuantizedGEMM {
                 let xs = UnsafeMutablePointer<Float>.allocate(capacity: m * fk_q4_split_floats(k))
                 defer { xs.deallocate() }
                 fk_q4_split(m, k, a, lda, xs)
-                GEMM.parallelChunks(n, align: 16, work: work, perThread: GEMM.gemvChunksPerThread) { r in
+                GEMM.parallelChunks(n, align: 16, work: work, perThread: GEMM.chunksPerThread(rows: m)) { r in
                     fk_q4_gemv(m, r.count, k, xs, w, r.lowerBound, c + r.lowerBound, ldc, bias.map { $0 + r.lowerBound }, acc)
                 }
                 return

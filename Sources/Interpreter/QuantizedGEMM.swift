@@ -77,7 +77,7 @@ enum QuantizedGEMM {
         let acc: Int32 = accumulate ? 1 : 0
         try withMatrix(q) { w in
             GEMM.parallelChunks(n, align: GEMM.simdLevel >= 2 ? 32 : 24, work: threaded ? m * n * max(k, 1) : 0,
-                               perThread: m <= 4 ? GEMM.gemvChunksPerThread : 4) { r in
+                               perThread: GEMM.chunksPerThread(rows: m)) { r in
                 let b = bias.map { $0 + r.lowerBound }
                 switch activations {
                 case .int8: _ = fk_qgemm_nt_q8(m, r.count, k, a, lda, w, r.lowerBound, c + r.lowerBound, ldc, b, acc)

@@ -48,11 +48,9 @@ extension ExecutionPlan {
             guard let slotBase, j >= 0, j + 1 < slotBounds.count else { return }
             let stride = MemoryLayout<RuntimeValue?>.stride
             let base = UInt(bitPattern: slotBase)
-            var lines: (UInt, UInt, UInt, UInt, UInt, UInt, UInt, UInt) = (0, 0, 0, 0, 0, 0, 0, 0)
             let lo = slotBounds[j], n = min(slotBounds[j + 1] - lo, 8)
             guard n > 0 else { return }
-            withUnsafeMutableBytes(of: &lines) { raw in
-                let p = raw.bindMemory(to: UInt.self)
+            withUnsafeTemporaryAllocation(of: UInt.self, capacity: 8) { p in
                 for k in 0..<n { p[k] = base + UInt(slots[lo + k] * stride) }
                 fk_prefetch_lines(p.baseAddress!, n)
             }

@@ -17,9 +17,7 @@ final class StepPrefetchTests: XCTestCase {
         let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/" + name + "_run.npz")
         XCTAssertNil(session.plan.root.prefetch, "no table before the first run")
         for call in 0..<3 {
-            var inputs: [String: Tensor] = [:]
-            for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] { inputs[input] = try XCTUnwrap(ref["call\(call)_\(input)"]) }
-            let got = try XCTUnwrap(try session.predict(inputs)["logits"])
+            let got = try XCTUnwrap(try session.predict(LLMInputs.recorded(ref, call: call))["logits"])
             let want = try XCTUnwrap(ref["call\(call)_logits"])
             let err = zip(got.floats, want.floats).map { abs($0 - $1) }.max() ?? .nan
             XCTAssertLessThanOrEqual(err, 1e-2, "call \(call): max abs error \(err) vs torch")

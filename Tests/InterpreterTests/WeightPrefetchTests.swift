@@ -39,9 +39,7 @@ final class WeightPrefetchTests: XCTestCase {
 
         // With the hints issued, the logits still match torch.
         let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/" + name + "_run.npz")
-        var inputs: [String: Tensor] = [:]
-        for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] { inputs[input] = try XCTUnwrap(ref["call0_\(input)"]) }
-        let got = try XCTUnwrap(try session.predict(inputs)["logits"])
+        let got = try XCTUnwrap(try session.predict(LLMInputs.recorded(ref, call: 0))["logits"])
         let want = try XCTUnwrap(ref["call0_logits"])
         let err = zip(got.floats, want.floats).map { abs($0 - $1) }.max() ?? .nan
         XCTAssertLessThanOrEqual(err, 1e-2, "max abs error \(err) vs torch")

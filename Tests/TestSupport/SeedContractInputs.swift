@@ -19,4 +19,18 @@ public enum LLMInputs {
             "cache_offset": Tensor(.int32, shape: [1], ints: [Int32(offset)]),
         ]
     }
+
+    /// The four contract inputs of call `k` recorded in a `tools/` reference file
+    /// (`call{k}_input_ids`, `…_causal_mask`, `…_position_ids`, `…_cache_offset`; torch's run).
+    public static func recorded(_ ref: [String: Tensor], call k: Int) throws -> [String: Tensor] {
+        var inputs: [String: Tensor] = [:]
+        for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] {
+            guard let t = ref["call\(k)_\(input)"] else {
+                struct Missing: Error, CustomStringConvertible { let description: String }
+                throw Missing(description: "reference has no call\(k)_\(input)")
+            }
+            inputs[input] = t
+        }
+        return inputs
+    }
 }
