@@ -139,7 +139,9 @@ enum BenchCommand: Command {
         let threads = ProcessInfo.processInfo.activeProcessorCount
         res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: res.probeBytes, threads: threads) : 0
         res.weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
-        res.kvBytes = generator.contract.liveKVBytes(in: model, live: cfg.p + cfg.n / 2)
+        // Decoding runs after the depth and the prompt: on average D + P + N/2 slots are live
+        // (checkFits has bounded D + P + N by the context length).
+        res.kvBytes = generator.contract.liveKVBytes(in: model, live: cfg.depth + cfg.p + cfg.n / 2)
         // The same probe over the bytes one token reads: what a buffer of that size can be read
         // at here (from the cache as far as it holds it) — the bound of a model the cache holds.
         res.workingSetBandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: max(res.weightBytes + res.kvBytes, 1 << 20), threads: threads) : 0

@@ -56,6 +56,21 @@ extension CLITests {
         XCTAssertEqual(number("decode_bound_working_set_tok_s") ?? 0, ws / perToken, accuracy: 1e-6 * ws / perToken)
     }
 
+    /// The decode bound counts the KV slots live while decoding: after -d D and -p P, on average
+    /// D + P + N/2 of them (the depth was left out once, so a d1024 bound read as if at d0).
+    func testBenchDecodeBoundCountsTheDepthsKV() throws {
+        let model = try fixture("smollm2_twin_int8.mlpackage")
+        func kvBytes(depth: Int) throws -> Int {
+            let r = try run(["bench", model, "-d", "\(depth)", "-p", "4", "-n", "2", "-r", "1", "--json"])
+            XCTAssertEqual(r.status, 0, r.stderr)
+            return try JSONValue.parse(r.stdout)["decode_kv_bytes_per_token"]?.intValue ?? -1
+        }
+        let d0 = try kvBytes(depth: 0), d8 = try kvBytes(depth: 8)
+        XCTAssertGreaterThan(d0, 0)
+        // 4 + 2/2 = 5 slots at d0, 8 + 4 + 1 = 13 at d8.
+        XCTAssertEqual(d8 * 5, d0 * 13, "d0 \(d0) B, d8 \(d8) B")
+    }
+
     /// `--activations int16` runs (and says so in the JSON, with the ISA of its route);
     /// `--int8-activations` is `--activations int8`, and contradicting it is a usage error.
     func testBenchActivationModes() throws {
