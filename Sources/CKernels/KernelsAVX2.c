@@ -1,7 +1,9 @@
 // Level 1 of CKernels (see include/CKernels.h): the bodies of ck_bodies.h compiled inside
 // `target("avx2,fma,f16c")` functions (x86-64 only; no compiler flags), fp16 scales widened
 // with F16C. Dispatch.c calls these when the CPU has AVX2 + FMA + F16C, and for the shapes
-// the level-2 bodies leave alone.
+// the level-2 bodies leave alone. The int8 prefill route (qgemm_panels_avx2) dequantizes
+// weight panels into the fp32 packed route's k-major layout (8 × 8 blocks transposed in
+// registers) and runs its 6 × 16 tile: the level-2 route's panels and sums, so its bits.
 #include "ck_bodies.h"
 
 #if FK_X86
@@ -24,7 +26,100 @@ AVX2 void fk__sgemm_nt_avx2(FK_ARGS_NT) {
 AVX2 void fk__sgemm_pack_nt_avx2(long N, long K, const float *B, long ldb, float *Bp) { sgemm_pack_nt_body(N, K, B, ldb, Bp); }
 CK_PACKED_ENTRY(fk__sgemm_nt_packed_avx2, AVX2, prows, PKC)
 AVX2 void fk__sgemm_nn_avx2(FK_ARGS_NT) { sgemm_nn_body(M, N, K, A, lda, B, ldb, C, ldc, bias, acc); }
-AVX2 void fk__qgemm_nt_avx2(FK_ARGS_Q) { qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc, h2f_row_f16c); }
+
+/// 8 vectors of 8 floats transposed in registers (r[i][j] → r[j][i]).
+static inline __attribute__((always_inline)) AVX2 void tr8x8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
+    }
+    for (int h = 0; h < 2; h++) {  // rows 4h ..< 4h + 4: u[4h + c] = column c (and c + 4) of them
+        u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+        r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+    }
+}
+
+/// P[k·PNR + j] = W(r0 + j, k0 + k) for j < nr (≤ PNR), k < kc; zero for nr ≤ j < PNR: the
+/// k-major panel of the fp32 route (pack_panel's layout), dequantized as dequant_body does
+/// ((q − offset) · scale, per element), 8 × 8 blocks widened and transposed in registers.
+/// Needs block_cols % 8 == 0, k0 % 8 == 0 and kc % 8 == 0 (8 columns lie in one block).
+static inline __attribute__((always_inline)) AVX2 void pack_q_avx2(const fk_qmatrix *W, long r0, int nr, long k0, long kc,
+                                                                   float *P) {
+    const long bc = W->block_cols;
+    for (int j0 = 0; j0 < PNR; j0 += 8) {
+        if (j0 >= nr) {
+            for (long k = 0; k < kc; k++) _mm256_storeu_ps(P + k * PNR + j0, _mm256_setzero_ps());
+            continue;
+        }
+        const int rows = nr - j0 < 8 ? nr - j0 : 8;
+        const int8_t *q[8];
+        long srow[8];
+        for (int i = 0; i < 8; i++) {
+            const long r = r0 + j0 + (i < rows ? i : 0);
+            q[i] = W->data + r * W->ld + k0;
+            srow[i] = (r / W->block_rows) * W->scale_ld;
+        }
+        float sv[8] __attribute__((aligned(32))), ov[8] __attribute__((aligned(32)));
+        long blk = -1;
+        for (long k = 0; k < kc; k += 8) {
+            const long b = (k0 + k) / bc;
+            if (b != blk) {
+                blk = b;
+                for (int i = 0; i < 8; i++) {
+                    sv[i] = i < rows ? scale_at(W, srow[i] + b, h2f_row_f16c) : 0.0f;
+                    ov[i] = i < rows && W->offset ? W->offset[srow[i] + b] : 0.0f;
+                }
+            }
+            __m256 v[8];
+            for (int i = 0; i < 8; i++)
+                v[i] = i < rows ? _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q[i] + k))))
+                                : _mm256_setzero_ps();
+            tr8x8(v);
+            const __m256 s = _mm256_load_ps(sv), o = _mm256_load_ps(ov);
+            for (int c = 0; c < 8; c++) _mm256_storeu_ps(P + (k + c) * PNR + j0, _mm256_mul_ps(_mm256_sub_ps(v[c], o), s));
+        }
+    }
+}
+
+/// The prefill route of fk_qgemm_nt at level 1 (M > Q_DIRECT_MAX_M): panels of PNR weight rows
+/// dequantized k-major, PKC columns of K at a time, multiplied by the 6 × 16 tile of the fp32
+/// packed route (prows) — each sum over k in order, one multiply-add per k, in passes of PKC,
+/// the level-2 route's panels and sums (its bits). The next panel's int8 rows are prefetched
+/// into L2 while the tiles run. Returns 0 (nothing done) when the shape or memory does not allow it.
+static AVX2 int qgemm_panels_avx2(FK_ARGS_Q) {
+    if (M <= Q_DIRECT_MAX_M || W->block_cols % 8 != 0 || K % 8 != 0 || K <= 0) return 0;
+    float *panel = ck_scratch(0, (size_t)PKC * PNR * sizeof(float));
+    if (!panel) return 0;
+    for (long j = 0; j < N; j += PNR) {
+        const int nc = (int)lmin(PNR, N - j);
+        for (long k0 = 0; k0 < K; k0 += PKC) {
+            const long kc = lmin(PKC, K - k0);
+            pack_q_avx2(W, n0 + j, nc, k0, kc, panel);
+            const long nk0 = k0 + PKC < K ? k0 + PKC : 0, nj = k0 + PKC < K ? j : j + PNR;
+            if (nj < N) {
+                const long nkc = lmin(PKC, K - nk0), rows = lmin(PNR, N - nj);
+                for (long r = 0; r < rows; r++) {
+                    const char *p = (const char *)(W->data + (n0 + nj + r) * W->ld + nk0);
+                    for (long o = 0; o < nkc; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+                }
+            }
+            prows(M, kc, A + k0, lda, panel, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL, k0 == 0 ? acc : 1);
+        }
+    }
+    return 1;
+}
+
+AVX2 void fk__qgemm_nt_avx2(FK_ARGS_Q) {
+    if (M > 0 && N > 0 && qgemm_panels_avx2(M, N, K, A, lda, W, n0, C, ldc, bias, acc)) return;
+    qgemm_nt_body(M, N, K, A, lda, W, n0, C, ldc, bias, acc, h2f_row_f16c);
+}
 AVX2 void fk__dequant_avx2(FK_ARGS_DQ) { dequant_body(W, r0, rows, c0, cols, out, ldo, h2f_row_f16c); }
 AVX2 void fk__softmax_rows_avx2(float *x, long rows, long n, long ld) { softmax_body8(x, rows, n, ld); }
 AVX2 void fk__gelu_erf_avx2(const float *x, float *y, long n) { gelu_erf_body8(x, y, n); }

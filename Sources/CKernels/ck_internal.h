@@ -149,7 +149,8 @@ static inline __attribute__((always_inline)) void ck_packed_walk(long M, long N,
     }
 
 /// A 64-byte aligned scratch buffer of at least `bytes`, private to the calling thread and
-/// reused by its later calls (slot 0/1: level-2 panels, 0 also level 1's fp32 NT panel, 2: level-1 int8 panel). Never free it; NULL
+/// reused by its later calls (slot 0/1: level-2 panels, 0 also level 1's fp32 NT and int8 panels, 2: the int8 panel of level 0 and of
+/// shapes level 1's panel route leaves). Never free it; NULL
 /// when out of memory. One user per slot at a time (kernels do not nest).
 #define CK_SCRATCH_SLOTS 5  // 3: the Q8 / Q16 activations of fk_qgemm_nt_q8 / fk_qgemm_nt_q16; 4: fk_attention's decode route
 void *ck_scratch(int slot, size_t bytes);

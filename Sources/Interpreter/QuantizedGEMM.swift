@@ -76,7 +76,8 @@ enum QuantizedGEMM {
         }
         let acc: Int32 = accumulate ? 1 : 0
         try withMatrix(q) { w in
-            GEMM.parallelChunks(n, align: GEMM.simdLevel >= 2 ? 32 : 24, work: threaded ? m * n * max(k, 1) : 0,
+            // Chunks of whole panels: 32 weight rows at levels 1 and 2, 24 at level 0.
+            GEMM.parallelChunks(n, align: GEMM.simdLevel >= 1 ? 32 : 24, work: threaded ? m * n * max(k, 1) : 0,
                                perThread: GEMM.chunksPerThread(rows: m)) { r in
                 let b = bias.map { $0 + r.lowerBound }
                 switch activations {

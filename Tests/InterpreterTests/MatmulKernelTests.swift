@@ -250,6 +250,43 @@ final class MatmulKernelTests: XCTestCase {
         }
     }
 
+    /// The prefill route (more activation rows than the decode routes take) gives the same bits
+    /// at levels 1 and 2 where level 1 runs its panel route (block_cols and K multiples of 8):
+    /// the same 32-row k-major panels and the same sums, so a prefill does not depend on
+    /// whether the machine has AVX-512. Skipped below level 2.
+    func testQuantizedNTPrefillSameBitsAtLevels1And2() throws {
+        guard Self.levels.first ?? 0 >= 2 else { throw XCTSkip("no AVX-512 here") }
+        defer { GEMM.simdLevel = -1 }
+        var rng = MMRandom(seed: 15)
+        var compared = 0
+        for (n, k, ss) in Self.qLayouts where k % 8 == 0 && (k / ss[1]) % 8 == 0 {
+            for withOffset in [false, true] {
+                let q = rng.quantized(shape: [n, k], scaleShape: ss, offset: withOffset)
+                for m in [5, 7, 13] {
+                    let a = rng.floats(m * k), bias = rng.floats(n), c0 = rng.floats(m * n)
+                    var out: [[Float]] = []
+                    for level in [1, 2] {
+                        GEMM.simdLevel = level
+                        var c = c0
+                        try Self.withQMatrix(q, half: true) { w in
+                            a.withUnsafeBufferPointer { ap in
+                                bias.withUnsafeBufferPointer { bp in
+                                    c.withUnsafeMutableBufferPointer { cp in
+                                        fk_qgemm_nt(m, n, k, ap.baseAddress!, k, w, 0, cp.baseAddress!, n, bp.baseAddress!, 1)
+                                    }
+                                }
+                            }
+                        }
+                        out.append(c)
+                    }
+                    XCTAssertEqual(out[0].map(\.bitPattern), out[1].map(\.bitPattern), "\(n)x\(k) scale \(ss) offset \(withOffset) m \(m)")
+                    compared += 1
+                }
+            }
+        }
+        XCTAssertGreaterThan(compared, 20)
+    }
+
     /// `fk_dequant` of sub-rectangles (aligned and not), fp32 and fp16 scales, every level:
     /// exactly `scale · (q − offset)`.
     func testDequantEntryPointBothScaleForms() throws {
