@@ -340,9 +340,10 @@ AI void dequant_body(const fk_qmatrix *W, long r0, long rows, long c0, long cols
 /// per block, an 8-wide float accumulator of x·q per row, then `total += scale · acc`; with an
 /// offset, `scale · offset · Σx_block` (block sums `xsum`, precomputed once per activation row)
 /// is subtracted in a scalar. Needs block_cols % 8 == 0.
-AI void q_rows(const int nr, const int has_off, long K, const float *x, const float *xsum, const fk_qmatrix *W, long n,
-               float *y, const float *bias, int acc, h2f_fn cvt) {
-    const long bc = W->block_cols;
+AI void q_rows(const int nr, const int has_off, const long bc32, long K, const float *x, const float *xsum, const fk_qmatrix *W,
+               long n, float *y, const float *bias, int acc, h2f_fn cvt) {
+    // bc32: block_cols is 32 (a constant here, so the block's four steps unroll), else W's.
+    const long bc = bc32 ? 32 : W->block_cols;
     const long nb = K / bc;
     const int8_t *q[4];
     long srow[4];
@@ -394,14 +395,17 @@ AI void q_rows(const int nr, const int has_off, long K, const float *x, const fl
     }
 }
 
-#define Q_CASE(NR, OFF) \
-    case (NR) * 2 + (OFF): q_rows(NR, OFF, K, x, xsum, W, n, y, bias, acc, cvt); break;
+#define Q_CASE(NR, OFF, B32) \
+    case (NR) * 4 + (OFF) * 2 + (B32): q_rows(NR, OFF, B32, K, x, xsum, W, n, y, bias, acc, cvt); break;
 
 AI void q_rows_any(int nr, int has_off, long K, const float *x, const float *xsum, const fk_qmatrix *W, long n, float *y,
                    const float *bias, int acc, h2f_fn cvt) {
-    switch (nr * 2 + has_off) {
-        Q_CASE(1, 0) Q_CASE(2, 0) Q_CASE(3, 0) Q_CASE(4, 0)
-        Q_CASE(1, 1) Q_CASE(2, 1) Q_CASE(3, 1) Q_CASE(4, 1)
+    // Blocks of 32 columns (llama.cpp's Q8_0, coremltools' per-block 32) get bodies of their own.
+    switch (nr * 4 + has_off * 2 + (W->block_cols == 32)) {
+        Q_CASE(1, 0, 0) Q_CASE(2, 0, 0) Q_CASE(3, 0, 0) Q_CASE(4, 0, 0)
+        Q_CASE(1, 1, 0) Q_CASE(2, 1, 0) Q_CASE(3, 1, 0) Q_CASE(4, 1, 0)
+        Q_CASE(1, 0, 1) Q_CASE(2, 0, 1) Q_CASE(3, 0, 1) Q_CASE(4, 0, 1)
+        Q_CASE(1, 1, 1) Q_CASE(2, 1, 1) Q_CASE(3, 1, 1) Q_CASE(4, 1, 1)
         default: break;
     }
 }
