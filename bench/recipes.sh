@@ -15,7 +15,8 @@
 # attention sites fused / all, KV-write sites fused / all, and calls that fell back to the
 # original ops); decode tok/s (forge-ir bench -p 16 -n N -r R --threads T); the bound = read
 # bandwidth ÷ (weight bytes as stored + live KV bytes read per token), the bandwidth measured
-# by the same bench run right after its decode test (all cores summing a buffer twice the CPU's
+# by the same bench run right after its decode test (all cores summing — plainly, and with a
+# software prefetch 8 KB ahead — a buffer twice the CPU's
 # largest cache and at least 256 MiB, so it streams from memory — 600 MiB on a 300 MiB-L3
 # Xeon; best of 3 passes: DecodeBound.measureReadBandwidth); and tok/s as a fraction of the bound.
 # The last two columns: the same probe over a buffer of the bytes one token reads (weights + live

@@ -30,7 +30,8 @@ enum BenchCommand: Command {
         none: the decoded ids are random too). One untimed warm-up repetition comes first.
         t/s is the mean over repetitions of tokens/seconds, ± the sample standard deviation.
         The decode bound: the read bandwidth of all cores summing a buffer twice the CPU's
-        largest cache, at least 256 MiB (so it streams from memory; best of 3, measured after
+        largest cache, at least 256 MiB (so it streams from memory; best of 3 plain and 3
+        software-prefetched passes, measured after
         the runs; a second line gives the same probe over a buffer of the bytes one token
         reads, the bound of a model the cache holds) divided by the bytes a decoded token reads — the decode
         function's weights as stored (an embedding table gathered from: one row) plus the KV

@@ -250,6 +250,18 @@ final class MatmulKernelTests: XCTestCase {
         }
     }
 
+    /// `fk_read_sum` (the bandwidth probe's prefetching read) is the wrapping sum of the words,
+    /// whatever the length (a tail short of 8 words, none at all).
+    func testReadSumIsTheWrappingSum() {
+        var rng = MMRandom(seed: 16)
+        for n in [0, 1, 7, 8, 9, 1000, 4099] {
+            let words = (0..<n).map { _ in UInt64(bitPattern: Int64(rng.floats(1)[0] * 9.2e18)) }
+            let want = words.reduce(0, &+)
+            let got = words.withUnsafeBytes { fk_read_sum($0.baseAddress, $0.count) }
+            XCTAssertEqual(got, want, "\(n) words")
+        }
+    }
+
     /// The prefill route (more activation rows than the decode routes take) gives the same bits
     /// at levels 1 and 2 where level 1 runs its panel route (block_cols and K multiples of 8):
     /// the same 32-row k-major panels and the same sums, so a prefill does not depend on
