@@ -57,7 +57,7 @@ let package = Package(
         .target(name: "Comparison", dependencies: ["GraphIR", "Interpreter"]),
         .executableTarget(
             name: "forge-ir",
-            dependencies: ["GraphIR", "Interpreter", "Passes", "Tokenizers", "Generation", "Diagnostics", "Comparison", "CKernels"]
+            dependencies: ["GraphIR", "Interpreter", "Passes", "Tokenizers", "Generation", "Diagnostics", "Comparison"]
         ),
         // Shared by every test target: fixture paths, the seeded RNG, closeness checks, the
         // op-vector runner and the FileCheck matcher.

@@ -15,4 +15,9 @@ public enum Memory {
     /// app decides for itself. Call before other threads start.
     @discardableResult
     public static func tuneMalloc() -> Bool { fk_tune_malloc() != 0 }
+
+    /// The wrapping sum of the `bytes / 8` 64-bit words at `p` (8-byte aligned), read in order
+    /// with a software prefetch 8 KB ahead into L2, as the int8 GEMV streams its weights
+    /// (`fk_read_sum`): the inner loop of a read-bandwidth probe (`forge-ir bench`'s decode bound).
+    public static func prefetchingSum(_ p: UnsafeRawPointer, bytes: Int) -> UInt64 { fk_read_sum(p, bytes) }
 }

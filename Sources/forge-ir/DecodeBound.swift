@@ -1,8 +1,8 @@
-import CKernels
 import Dispatch
 import Foundation
 import GraphIR
 import Generation
+import Interpreter
 
 /// The memory-bandwidth bound of decoding: bytes one decoded token must read (weights as
 /// stored + the live KV cache) over the machine's read bandwidth, measured in the same run.
@@ -40,7 +40,7 @@ struct DecodeBound {
 
     /// Bytes read per second by `threads` threads summing one buffer: the best of `passes`
     /// passes of each of two reads — a plain sequential sum (the hardware prefetchers alone) and
-    /// ``fk_read_sum``, which also prefetches 8 KB ahead into L2 as the int8 GEMV does. Neither
+    /// `Memory.prefetchingSum`, which also prefetches 8 KB ahead into L2 as the int8 GEMV does. Neither
     /// is the better everywhere: on a 2-vCPU Xeon (Emerald Rapids) the plain sum read 18–20 GB/s
     /// from memory where the prefetching one read 31–33 GB/s, so a bound from the plain read
     /// alone was below what decoding itself reached.
@@ -60,7 +60,7 @@ struct DecodeBound {
                 let lo = count * t / n, hi = count * (t + 1) / n
                 var s: UInt64
                 if prefetching {
-                    s = fk_read_sum(buf + lo, (hi - lo) * 8)
+                    s = Memory.prefetchingSum(buf + lo, bytes: (hi - lo) * 8)
                 } else {
                     var a = SIMD8<UInt64>(), i = lo
                     let raw = UnsafeRawPointer(buf)
