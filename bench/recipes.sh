@@ -18,7 +18,7 @@
 # by the same bench run right after its decode test (all cores summing — plainly, and with a
 # software prefetch 8 KB ahead — a buffer twice the CPU's
 # largest cache and at least 256 MiB, so it streams from memory — 600 MiB on a 300 MiB-L3
-# Xeon; best of 3 passes: DecodeBound.measureReadBandwidth); and tok/s as a fraction of the bound.
+# Xeon; best of 3 passes of each: DecodeBound.measureReadBandwidth); and tok/s as a fraction of the bound.
 # The last two columns: the same probe over a buffer of the bytes one token reads (weights + live
 # KV) — the bound of a model the cache holds (a 246 MB package fits a 300 MiB L3), where the
 # memory bound above can be exceeded.
@@ -81,4 +81,4 @@ print('| %s | %s | %.0f | %s | %s | %.1f ± %.1f | %.1f | %.0f %% | %.1f | %.0f 
 done
 load1=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo "?")
 echo
-echo "threads: $T of $(nproc) · read bandwidth: measured by each bench run (all cores summing a buffer twice the largest cache, best of 3; the last: $(cat "$PROBE")) · load average $load0 → $load1 during the run (above ~0.5 the machine was shared: figures are low)"
+echo "threads: $T of $(nproc) · read bandwidth: measured by each bench run (all cores summing a buffer twice the largest cache, best of 3 plain and 3 prefetching passes; the last: $(cat "$PROBE")) · load average $load0 → $load1 during the run (above ~0.5 the machine was shared: figures are low)"
