@@ -18,12 +18,8 @@ final class BufferPoolTests: XCTestCase {
         let calls = ref.keys.filter { $0.hasSuffix("_logits") }.count
         XCTAssertGreaterThanOrEqual(calls, 4, file: file, line: line)
         for k in 0..<calls {
-            var inputs: [String: Tensor] = [:]
-            for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] {
-                inputs[input] = try XCTUnwrap(ref["call\(k)_\(input)"])
-            }
             session.plan.pool.resetStats()
-            let out = try session.predict(inputs)
+            let out = try session.predict(try LLMInputs.recorded(ref, call: k))
             let stats = session.plan.pool.stats
             // Results stay those of torch (recycled buffers never leak old values).
             let want = try XCTUnwrap(ref["call\(k)_logits"])

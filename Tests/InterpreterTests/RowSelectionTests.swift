@@ -7,14 +7,6 @@ import XCTest
 /// Selecting one row of the logits: the row equals the torch reference's row (and the full
 /// output's), the output has one row, and misuse is refused with a clear error.
 final class RowSelectionTests: XCTestCase {
-    func inputs(_ ref: [String: Tensor], call k: Int) throws -> [String: Tensor] {
-        var out: [String: Tensor] = [:]
-        for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] {
-            out[input] = try XCTUnwrap(ref["call\(k)_\(input)"])
-        }
-        return out
-    }
-
     func testLastRowOfPrefillMatchesTorch() throws {
         for name in ["tiny_llama_fp16", "tiny_llama_int8"] {
             let model = try ModelLoader.load(path: Fixtures.modelsDir + name + ".mlpackage")
@@ -25,14 +17,14 @@ final class RowSelectionTests: XCTestCase {
                 let session = try Session(model: model)
                 XCTAssertTrue(session.plan.canSelectRow(of: "logits"))
                 try session.plan.selectRow(row, of: "logits")
-                let got = try XCTUnwrap(try session.predict(inputs(ref, call: 0))["logits"])
+                let got = try XCTUnwrap(try session.predict(LLMInputs.recorded(ref, call: 0))["logits"])
                 XCTAssertEqual(got.shape, [1, 1, vocab], name)
                 let wantRow = Array(want.floats[(row * vocab)..<((row + 1) * vocab)])
                 let err = zip(got.floats, wantRow).map { abs($0 - $1) }.max() ?? .nan
                 XCTAssertLessThanOrEqual(err, 1e-2, "\(name) row \(row): max abs error \(err) vs torch")
                 // The states were still written for every row: the next call matches torch.
                 try session.plan.selectRow(0, of: "logits")
-                let next = try XCTUnwrap(try session.predict(inputs(ref, call: 1))["logits"])
+                let next = try XCTUnwrap(try session.predict(LLMInputs.recorded(ref, call: 1))["logits"])
                 XCTAssertEqual(next.shape, [1, 1, vocab])
                 let err1 = zip(next.floats, try XCTUnwrap(ref["call1_logits"]).floats).map { abs($0 - $1) }.max() ?? .nan
                 XCTAssertLessThanOrEqual(err1, 1e-2, "\(name) decode after a one-row prefill: \(err1)")
@@ -46,7 +38,7 @@ final class RowSelectionTests: XCTestCase {
         let session = try Session(model: model)
         try session.plan.selectRow(3, of: "logits")
         try session.plan.selectRow(nil, of: "logits")
-        let got = try XCTUnwrap(try session.predict(inputs(ref, call: 0))["logits"])
+        let got = try XCTUnwrap(try session.predict(LLMInputs.recorded(ref, call: 0))["logits"])
         XCTAssertEqual(got.shape, try XCTUnwrap(ref["call0_logits"]).shape)
     }
 
@@ -60,7 +52,7 @@ final class RowSelectionTests: XCTestCase {
         }
         XCTAssertThrowsError(try session.plan.selectRow(-1, of: "logits"))
         try session.plan.selectRow(7, of: "logits")  // the prefill has rows 0..6
-        XCTAssertThrowsError(try session.predict(inputs(ref, call: 0))) { e in
+        XCTAssertThrowsError(try session.predict(LLMInputs.recorded(ref, call: 0))) { e in
             XCTAssertTrue("\(e)".contains("row 7"), "\(e)")
         }
     }

@@ -16,11 +16,7 @@ final class StatefulModelTests: XCTestCase {
         let session = try Session(model: model)
         var worst: Float = 0
         for k in 0..<6 {
-            var inputs: [String: Tensor] = [:]
-            for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] {
-                inputs[input] = try XCTUnwrap(ref["call\(k)_\(input)"], "reference has no call\(k)_\(input)")
-            }
-            let out = try session.predict(inputs)
+            let out = try session.predict(try LLMInputs.recorded(ref, call: k))
             let logits = try XCTUnwrap(out["logits"])
             let want = try XCTUnwrap(ref["call\(k)_logits"])
             XCTAssertEqual(logits.shape, want.shape, file: file, line: line)
@@ -102,9 +98,7 @@ final class StatefulModelTests: XCTestCase {
         // read in place (no fp32 copy of the scales either).
         let session = try Session(model: model)
         let ref = try NPZ.read(path: Fixtures.modelsDir + "reference/tiny_llama_int8_run.npz")
-        var inputs: [String: Tensor] = [:]
-        for input in ["input_ids", "causal_mask", "position_ids", "cache_offset"] { inputs[input] = try XCTUnwrap(ref["call0_\(input)"]) }
-        _ = try session.predict(inputs)
+        _ = try session.predict(try LLMInputs.recorded(ref, call: 0))
         var quantized = 0
         for v in session.plan.constantOpCache.compactMap({ $0 }) {
             guard case let .quantized(q) = v else { continue }
