@@ -102,14 +102,7 @@ static AVX2 int qgemm_panels_avx2(FK_ARGS_Q) {
         for (long k0 = 0; k0 < K; k0 += PKC) {
             const long kc = lmin(PKC, K - k0);
             pack_q_avx2(W, n0 + j, nc, k0, kc, panel);
-            const long nk0 = k0 + PKC < K ? k0 + PKC : 0, nj = k0 + PKC < K ? j : j + PNR;
-            if (nj < N) {
-                const long nkc = lmin(PKC, K - nk0), rows = lmin(PNR, N - nj);
-                for (long r = 0; r < rows; r++) {
-                    const char *p = (const char *)(W->data + (n0 + nj + r) * W->ld + nk0);
-                    for (long o = 0; o < nkc; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
-                }
-            }
+            ck_prefetch_next_panel(W, n0, N, K, j, k0, PNR, PKC);
             prows(M, kc, A + k0, lda, panel, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL, k0 == 0 ? acc : 1);
         }
     }

@@ -460,14 +460,7 @@ static T512 int qgemm_panel512(FK_ARGS_Q) {
             }
             // The int8 rows of the next panel stream from DRAM: fetch them into L2 while the
             // tile kernel works on this one.
-            const long nk0 = k0 + KC < K ? k0 + KC : 0, nj = k0 + KC < K ? j : j + NRP;
-            if (nj < N) {
-                const long nkc = lmin5(KC, K - nk0), rows = lmin5(NRP, N - nj);
-                for (long r = 0; r < rows; r++) {
-                    const char *p = (const char *)(W->data + (n0 + nj + r) * W->ld + nk0);
-                    for (long o = 0; o < nkc; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
-                }
-            }
+            ck_prefetch_next_panel(W, n0, N, K, j, k0, NRP, KC);
             panel_rows(M, kc, A + k0, lda, pb.bp, C + j, ldc, nc, k0 == 0 && bias ? bias + j : NULL, k0 == 0 ? acc : 1);
         }
     }

@@ -179,4 +179,18 @@ static inline void ck_prefetch_scales(const fk_qmatrix *W, long row, long nr, lo
                            W->scale_ld, row + ahead / W->ld, nr);
 }
 
+/// The prefill routes' walk over an int8 matrix in panels of `pr` weight rows (N of them from
+/// row n0) and `pk` columns of K: prefetches (into L2) the int8 rows of the panel after the one
+/// at row j, columns k0 — the next `pk` columns of these rows, else the next rows from column 0
+/// — so they arrive while the tiles work on this one. Nothing after the last panel.
+static inline void ck_prefetch_next_panel(const fk_qmatrix *W, long n0, long N, long K, long j, long k0, long pr, long pk) {
+    const long nk0 = k0 + pk < K ? k0 + pk : 0, nj = k0 + pk < K ? j : j + pr;
+    if (nj >= N) return;
+    const long nkc = K - nk0 < pk ? K - nk0 : pk, rows = N - nj < pr ? N - nj : pr;
+    for (long r = 0; r < rows; r++) {
+        const char *p = (const char *)(W->data + (n0 + nj + r) * W->ld + nk0);
+        for (long o = 0; o < nkc; o += 64) __builtin_prefetch(p + o, 0, 2);
+    }
+}
+
 #endif
