@@ -40,10 +40,10 @@ struct DecodeBound {
 
     /// Bytes read per second by `threads` threads summing one buffer: the best of `passes`
     /// passes of each of two reads — a plain sequential sum (the hardware prefetchers alone) and
-    /// `Memory.prefetchingSum`, which also prefetches 8 KB ahead into L2 as the int8 GEMV does. Neither
-    /// is the better everywhere: on a 2-vCPU Xeon (Emerald Rapids) the plain sum read 18–20 GB/s
-    /// from memory where the prefetching one read 31–33 GB/s, so a bound from the plain read
-    /// alone was below what decoding itself reached.
+    /// `Memory.prefetchingSum`, which also prefetches 8 KB ahead into L2 as the int8 GEMV does
+    /// (the faster of the two is the machine's read bandwidth). On a 2-vCPU Xeon (Emerald
+    /// Rapids) the plain sum read 18–20 GB/s from memory where the prefetching one read
+    /// 31–33 GB/s: a bound from the plain read alone was below what decoding itself reached.
     static func measureReadBandwidth(bytes: Int = probeBytes(), threads: Int, passes: Int = 3) -> Double {
         let count = bytes / 8
         let buf = UnsafeMutablePointer<UInt64>.allocate(capacity: count)
