@@ -72,8 +72,9 @@ typedef struct {
 /// rows of A (decode), int8 rows are widened in registers and dotted with A directly; above,
 /// panels of W are dequantized to fp32 and multiplied with the fp32 tile kernel — at levels 1
 /// and 2 32-row k-major panels, each sum over k in order with one multiply-add per k in passes
-/// of 512 columns, so both levels give the same bits (level 1 needs block_cols and K multiples
-/// of 8; other shapes take its 24-row dot-product route).
+/// of 512 columns, so both levels give the same bits from M = 5 on (level 2 dots M ≤ 4 rows
+/// directly, level 1 M ≤ 3; level 1 needs block_cols and K multiples of 8, other shapes take
+/// its 24-row dot-product route).
 void fk_qgemm_nt(long M, long N, long K, const float *A, long lda, const fk_qmatrix *W, long n0,
                  float *C, long ldc, const float *bias, int accumulate);
 
