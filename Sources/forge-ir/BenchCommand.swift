@@ -75,7 +75,8 @@ enum BenchCommand: Command {
             n = args.int("n", default: 128)
             depth = args.int("d", default: 0)
             reps = args.int("r", default: 3)
-            guard p + n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0") }
+            // (Not p + n: that overflows for -n near Int.max; checkFits reports such sizes.)
+            guard p > 0 || n > 0 else { throw UsageError(message: "nothing to measure: -p and -n are both 0") }
             precision = args.precision
             activations = try args.activations()
             json = args.flag("json")
@@ -140,9 +141,9 @@ enum BenchCommand: Command {
         let threads = ProcessInfo.processInfo.activeProcessorCount
         res.bandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: res.probeBytes, threads: threads) : 0
         res.weightBytes = DecodeBound.weightBytesPerToken(model, function: generator.contract.decodeFunction)
-        // Decoding runs after the depth and the prompt: on average D + P + N/2 slots are live
-        // (checkFits has bounded D + P + N by the context length).
-        res.kvBytes = generator.contract.liveKVBytes(in: model, live: cfg.depth + cfg.p + cfg.n / 2)
+        // Decoding runs after the depth and the prompt: its N steps read D + P + 1 … D + P + N
+        // slots, on average D + P + (N + 1) / 2 (checkFits has bounded D + P + N by the context).
+        res.kvBytes = generator.contract.liveKVBytes(in: model, live: cfg.depth + cfg.p + (cfg.n + 1) / 2)
         // The same probe over the bytes one token reads: what a buffer of that size can be read
         // at here (from the cache as far as it holds it) — the bound of a model the cache holds.
         res.workingSetBandwidth = cfg.n > 0 ? DecodeBound.measureReadBandwidth(bytes: max(res.weightBytes + res.kvBytes, 1 << 20), threads: threads) : 0

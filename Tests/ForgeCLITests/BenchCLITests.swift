@@ -56,8 +56,9 @@ extension CLITests {
         XCTAssertEqual(number("decode_bound_working_set_tok_s") ?? 0, ws / perToken, accuracy: 1e-6 * ws / perToken)
     }
 
-    /// The decode bound counts the KV slots live while decoding: after -d D and -p P, on average
-    /// D + P + N/2 of them (the depth was left out once, so a d1024 bound read as if at d0).
+    /// The decode bound counts the KV slots live while decoding: after -d D and -p P the N steps
+    /// read D + P + 1 … D + P + N, on average D + P + (N + 1) / 2 (the depth was left out once, so
+    /// a d1024 bound read as if at d0; and -n 1 from an empty cache counted no slot).
     func testBenchDecodeBoundCountsTheDepthsKV() throws {
         let model = try fixture("smollm2_twin_int8.mlpackage")
         func kvBytes(depth: Int) throws -> Int {
@@ -67,8 +68,12 @@ extension CLITests {
         }
         let d0 = try kvBytes(depth: 0), d8 = try kvBytes(depth: 8)
         XCTAssertGreaterThan(d0, 0)
-        // 4 + 2/2 = 5 slots at d0, 8 + 4 + 1 = 13 at d8.
+        // 4 + 3/2 = 5 slots at d0, 8 + 4 + 1 = 13 at d8.
         XCTAssertEqual(d8 * 5, d0 * 13, "d0 \(d0) B, d8 \(d8) B")
+        // One decode step from an empty cache reads its own slot: as many bytes as one slot of d0's 5.
+        let r = try run(["bench", model, "-p", "0", "-n", "1", "-r", "1", "--json"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual((try JSONValue.parse(r.stdout)["decode_kv_bytes_per_token"]?.intValue ?? -1) * 5, d0)
     }
 
     /// `--activations int16` runs (and says so in the JSON, with the ISA of its route);
@@ -127,6 +132,9 @@ extension CLITests {
             (["bench", model, "-d", "999999"], "-d 999999 + -p 128 + -n 128 = 1000255 tokens exceed the model's context length 256"),
             (["bench", model, "-d", "9223372036854775807"], "-d 9223372036854775807 + -p 128 + -n 128 = more tokens exceed"),
             (["bench", model, "-p", "300", "-n", "0"], "e.g. -p 128 -n 64 fit"),
+            // Sizes whose sum overflows Int: reported, not a crash (it was a trap once).
+            (["bench", model, "-p", "1", "-n", "9223372036854775807"], "-p 1 + -n 9223372036854775807 = more tokens exceed"),
+            (["bench", model, "-d", "1", "-p", "9223372036854775807", "-n", "1"], "= more tokens exceed"),
         ]
         for (args, message) in cases {
             let r = try run(args)
