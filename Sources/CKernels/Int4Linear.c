@@ -195,6 +195,13 @@ static inline __attribute__((always_inline)) T256 void q4_prefetch_rows(const in
         for (int r = 0; r < nr; r++) _mm_prefetch((const char *)(p0 + r * half + c * 16 + Q4_PREFETCH), _MM_HINT_T0);
 }
 
+/// Nibbles u (0 … 15, one an int32 lane) → their two's complement values q as floats, exactly:
+/// the bits 0x4B000000 | (u ^ 8) are the float 2^23 + (u ^ 8), and (u ^ 8) − 8 = q, so one xor and
+/// one subtraction (no shift pair, no int → float conversion on the multiply ports).
+static inline __attribute__((always_inline)) T256 __m256 q4_nibble_values_avx2(__m256i u) {
+    return _mm256_sub_ps(_mm256_castsi256_ps(_mm256_xor_si256(u, _mm256_set1_epi32(0x4B000008))), _mm256_set1_ps(8388616.0f));
+}
+
 /// `nr` weight rows from `row` against `nm` split activation rows (`xs`, `stride` floats
 /// apart; nr · nm ≤ 4); out[r · nm + m]. Each weight is dequantized, s · (q − o) (`hasoff`:
 /// with the offset), then multiplied by x — a dequantize-then-matmul's products, no per-block
@@ -203,13 +210,6 @@ static inline __attribute__((always_inline)) T256 void q4_prefetch_rows(const in
 /// nibble becomes its two's complement value q as a float (q4_nibble_values_avx2), minus the offset,
 /// times the scale, once for all `nm` activation rows; each run's activations are loaded once
 /// for the `nr` weight rows. Even and odd columns sum into separate registers.
-/// Nibbles u (0 … 15, one an int32 lane) → their two's complement values q as floats, exactly:
-/// the bits 0x4B000000 | (u ^ 8) are the float 2^23 + (u ^ 8), and (u ^ 8) − 8 = q, so one xor and
-/// one subtraction (no shift pair, no int → float conversion on the multiply ports).
-static inline __attribute__((always_inline)) T256 __m256 q4_nibble_values_avx2(__m256i u) {
-    return _mm256_sub_ps(_mm256_castsi256_ps(_mm256_xor_si256(u, _mm256_set1_epi32(0x4B000008))), _mm256_set1_ps(8388616.0f));
-}
-
 static inline __attribute__((always_inline)) T256 void q4_rows_avx2(const int nr, const int nm, const int hasoff, long K,
                                                                    const float *xs, long stride, const fk_q4matrix *W,
                                                                    long row, float *out) {
